@@ -1,0 +1,41 @@
+# Libraries the project uses but does not teach. Each one is looked up with find_package; a missing
+# one stops the configure with the Debian/Ubuntu package to install, or, with
+# -DFA_FETCH_DEPENDENCIES=ON and an internet connection, is downloaded by FetchContent instead.
+# Nothing is copied into the repository.
+
+option(FA_FETCH_DEPENDENCIES "Download fmt, CLI11, Catch2 and Google Benchmark when not installed" OFF)
+include(FetchContent)
+
+# fa_require(<find_package name> <apt package> <git repository> <git tag>)
+macro(fa_require name apt_package repository tag)
+  find_package(${name} QUIET)
+  if(NOT ${name}_FOUND)
+    if(FA_FETCH_DEPENDENCIES)
+      message(STATUS "${name} not installed: fetching ${repository} ${tag}")
+      FetchContent_Declare(${name} GIT_REPOSITORY ${repository} GIT_TAG ${tag} GIT_SHALLOW TRUE)
+      FetchContent_MakeAvailable(${name})
+    else()
+      message(FATAL_ERROR "${name} was not found. Install it with\n"
+                          "    sudo apt-get install ${apt_package}\n"
+                          "(the README's prerequisites line installs everything), or configure with "
+                          "-DFA_FETCH_DEPENDENCIES=ON to download it.")
+    endif()
+  endif()
+endmacro()
+
+set(BENCHMARK_ENABLE_TESTING OFF CACHE BOOL "" FORCE)  # for a fetched Google Benchmark
+set(CATCH_INSTALL_DOCS OFF CACHE BOOL "" FORCE)
+fa_require(fmt       libfmt-dev       https://github.com/fmtlib/fmt.git              10.2.1)
+fa_require(CLI11     libcli11-dev     https://github.com/CLIUtils/CLI11.git          v2.4.2)
+fa_require(Catch2    catch2           https://github.com/catchorg/Catch2.git         v3.5.4)
+fa_require(benchmark libbenchmark-dev https://github.com/google/benchmark.git        v1.8.3)
+
+# Catch2 v2 (Debian 12) and v3 (newer systems) differ in their headers; tests/catch.h hides that.
+
+# Boost.Context (its fcontext layer) switches between the CUDA threads of common/simt.
+find_package(boost_context CONFIG QUIET)
+if(NOT boost_context_FOUND)
+  message(FATAL_ERROR "Boost.Context was not found. Install it with\n"
+                      "    sudo apt-get install libboost-context-dev\n"
+                      "(common/simt uses it to run CUDA threads as fibers on the CPU).")
+endif()

@@ -1,0 +1,53 @@
+# Compiler warnings, sanitizer switches and the optional CUDA language.
+
+option(FA_WARNINGS_AS_ERRORS "Treat compiler warnings as errors" OFF)
+set(FA_SANITIZE "" CACHE STRING "Sanitizers to build with: '', 'address' (ASan + UBSan) or 'thread'")
+set_property(CACHE FA_SANITIZE PROPERTY STRINGS "" address thread)
+option(FA_REQUIRE_CUDA "Stop the configure if nvcc is not found (the cuda preset sets this)" OFF)
+
+# Warnings for every C++ target of the project (not for fetched dependencies).
+add_library(fa_warnings INTERFACE)
+target_compile_options(fa_warnings INTERFACE
+  $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wno-sign-conversion>
+  $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<BOOL:${FA_WARNINGS_AS_ERRORS}>>:-Werror>)
+
+if(FA_SANITIZE STREQUAL "address")
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+  add_link_options(-fsanitize=address,undefined)
+elseif(FA_SANITIZE STREQUAL "thread")
+  add_compile_options(-fsanitize=thread -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=thread)
+elseif(NOT FA_SANITIZE STREQUAL "")
+  message(FATAL_ERROR "FA_SANITIZE='${FA_SANITIZE}': accepted values are '', 'address' and 'thread'.")
+endif()
+
+# CUDA is optional: every chapter runs on the CPU through common/simt. Where nvcc is found (and no
+# sanitizer is on: nvcc's host code is not instrumented), the kernels are also compiled for the GPU.
+include(CheckLanguage)
+set(FA_CUDA OFF)
+if(FA_SANITIZE STREQUAL "")
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      # With a GPU present, build for it; without one, build for the oldest architecture that
+      # CUDA 13 accepts (PTX included, so the driver can JIT it for newer GPUs).
+      find_program(FA_NVIDIA_SMI nvidia-smi)
+      if(FA_NVIDIA_SMI)
+        set(CMAKE_CUDA_ARCHITECTURES native)
+      else()
+        set(CMAKE_CUDA_ARCHITECTURES 75)
+      endif()
+    endif()
+    enable_language(CUDA)
+    set(CMAKE_CUDA_STANDARD 20)
+    set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+    find_package(CUDAToolkit REQUIRED)
+    set(FA_CUDA ON)
+  endif()
+endif()
+if(FA_REQUIRE_CUDA AND NOT FA_CUDA)
+  message(FATAL_ERROR "The cuda preset needs nvcc, the CUDA Toolkit's compiler, and no sanitizer. "
+                      "Install the CUDA Toolkit (https://developer.nvidia.com/cuda-downloads) and make "
+                      "sure nvcc is on PATH, or use the default preset, which runs every kernel on the CPU.")
+endif()
+message(STATUS "GPU path (nvcc): ${FA_CUDA}")

@@ -1,0 +1,30 @@
+// Where a kernel runs: on the CPU through common/simt, or on an NVIDIA GPU through the CUDA runtime.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace fa {
+
+enum class Device { cpu, gpu };
+
+// True when this program was built with nvcc (the GPU path) AND the CUDA runtime sees at least one
+// device. Never throws: a driver that is missing or too old counts as "no GPU".
+bool gpu_available();
+
+// True when the GPU path was compiled into this program (nvcc was found at configure time).
+bool gpu_path_built();
+
+// "cpu" or "gpu".
+std::string_view to_string(Device d);
+
+// Parses "cpu" or "gpu"; throws std::invalid_argument naming the accepted values otherwise.
+Device parse_device(std::string_view name);
+
+// The device a demo uses when none is asked for: the GPU when one is available, else the CPU.
+inline Device default_device() { return gpu_available() ? Device::gpu : Device::cpu; }
+
+// Throws std::runtime_error saying why, when d == Device::gpu and no GPU can be used.
+void require_device(Device d);
+
+}  // namespace fa
