@@ -1,0 +1,175 @@
+// ch02_online_softmax: the max and the sum of a softmax in one pass, step by step.
+//
+//   ch02_online_softmax                                a trace of 1, 3, 5, 2, then the agreement
+//                                                      with chapter 01 on random scores
+//   ch02_online_softmax --trace                        the trace only
+//   ch02_online_softmax --trace --scores 1,3,5,2 --block 2
+//                                                      your own scores, in blocks of 2
+//   ch02_online_softmax --n 1000000 --seed 7           the agreement on other random scores
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "chapters/01_safe_softmax/safe_softmax.h"
+#include "chapters/02_online_softmax/online_softmax.h"
+#include "chapters/02_online_softmax/trace.h"
+#include "common/compare.h"
+#include "common/random.h"
+
+namespace {
+
+constexpr std::size_t bar_width = 40;         // '#' characters for a term of 1.0, the largest
+constexpr std::size_t max_traced_scores = 64;  // the trace prints ~n*n/(2*block) lines
+
+// A term in [0, 1] as a bar of '#', bar_width long for 1.0; "NaN" for a NaN term.
+std::string bar(double value) {
+  if (std::isnan(value)) return "NaN";
+  const double clamped = std::clamp(value, 0.0, 1.0);
+  return std::string(static_cast<std::size_t>(std::lround(clamped * bar_width)), '#');
+}
+
+// "x[2] = 5" for one score, "x[2..3] = 5, 2" for a block.
+std::string arrived(const ch02::Trace<double>& t, const ch02::TraceStep<double>& s) {
+  const std::span<const double> block(t.x.data() + s.first, s.count);
+  if (s.count == 1) return fmt::format("x[{}] = {:g} arrives", s.first, block[0]);
+  return fmt::format("x[{}..{}] = {:g} arrive", s.first, s.first + s.count - 1, fmt::join(block, ", "));
+}
+
+// Why c has the value it has (line 3 of online_softmax.h).
+std::string rescale_reason(const ch02::TraceStep<double>& s) {
+  if (s.first == 0) return fmt::format("c = {:g}: the first scores, nothing to rescale yet", s.rescale);
+  if (s.m_after > s.m_before) {
+    return fmt::format("the max rose: c = exp({:g} - {:g}) = {:.6g}; every earlier term is multiplied by c",
+                       s.m_before, s.m_after, s.rescale);
+  }
+  return fmt::format("the max did not rise: c = {:g}, the earlier terms stay as they are", s.rescale);
+}
+
+void print_trace(const std::vector<double>& scores, std::size_t block) {
+  if (scores.size() > max_traced_scores) {
+    throw std::invalid_argument(fmt::format("--trace prints every term at every step; give at most {} "
+                                            "scores (got {})", max_traced_scores, scores.size()));
+  }
+  const auto t = ch02::online_softmax_trace(scores, block);
+  fmt::print("Trace of x = [{:g}] in blocks of {}. Each bar is one term exp(x_j - m) of l; {} '#' = 1.0.\n",
+             fmt::join(t.x, ", "), t.block, bar_width);
+  for (std::size_t k = 0; k < t.steps.size(); ++k) {
+    const auto& s = t.steps[k];
+    fmt::print("\nstep {}: {}\n", k + 1, arrived(t, s));
+    fmt::print("  m: {:g} -> {:g}   {}\n", s.m_before, s.m_after, rescale_reason(s));
+    fmt::print("  l: l * c + block sum = {:.6g} * {:.6g} + {:.6g} = {:.6g}\n", s.l_before, s.rescale,
+               s.block_sum, s.l_after);
+    for (std::size_t j = 0; j < s.terms.size(); ++j) {
+      fmt::print("     x[{}] = {:<8g} {:<11.6g} {}{}\n", j, t.x[j], s.terms[j], bar(s.terms[j]),
+                 j >= s.first ? "   (new)" : "");
+    }
+  }
+  const auto& last = t.steps.back();
+  fmt::print("\npass 2: p_j = exp(x_j - m) / l with m = {:g}, l = {:.6g}\n", last.m_after, last.l_after);
+  fmt::print("  online     p = [{:.6g}]\n", fmt::join(t.p, ", "));
+  const auto safe = ch01::safe_softmax(t.x);
+  fmt::print("  chapter 01 p = [{:.6g}]\n", fmt::join(safe, ", "));
+  std::uint64_t max_ulp = 0;
+  for (std::size_t i = 0; i < safe.size(); ++i) max_ulp = std::max(max_ulp, fa::ulp_distance(t.p[i], safe[i]));
+  fmt::print("  largest difference: {} ulp\n", max_ulp);
+}
+
+// One row of the agreement table for type T: online_softmax(x, block) against chapter 01 (largest
+// relative difference and ulp distance) and against the exact weights (largest relative error).
+template <class T>
+std::string agreement(const std::vector<double>& drawn, const std::vector<long double>& exact,
+                      std::size_t block) {
+  const std::vector<T> x(drawn.begin(), drawn.end());
+  const auto online = ch02::online_softmax(x, block);
+  const auto safe = ch01::safe_softmax(x);
+  std::uint64_t max_ulp = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) max_ulp = std::max(max_ulp, fa::ulp_distance(online[i], safe[i]));
+  return fmt::format("{:>9.2g} {:>6}  {:>9.2g}", fa::compare(online, safe).max_rel, max_ulp,
+                     fa::compare(online, exact).max_rel);
+}
+
+// Chapter 01's largest relative error against the exact weights, for type T.
+template <class T>
+double chapter_01_error(const std::vector<double>& drawn, const std::vector<long double>& exact) {
+  const std::vector<T> x(drawn.begin(), drawn.end());
+  return fa::compare(ch01::safe_softmax(x), exact).max_rel;
+}
+
+void print_agreement(std::size_t n, std::uint64_t seed, std::size_t extra_block) {
+  const auto drawn = fa::normal<double>(n, seed, 0.0, 5.0);
+  // The exact weights, near enough: chapter 01's safe softmax in long double (64-bit mantissa).
+  const auto exact = ch01::safe_softmax(std::vector<long double>(drawn.begin(), drawn.end()));
+  fmt::print("Agreement on {} random scores (normal, mean 0, standard deviation 5, seed {}):\n"
+             "the largest relative difference of a weight, online against chapter 01 (and in ulps),\n"
+             "and online against the exact weights (the definition evaluated in long double).\n\n",
+             n, seed);
+  fmt::print("  {:>8}   {:<29}   {:<29}\n", "block", "double", "float");
+  fmt::print("  {:>8}   {:>9} {:>6}  {:>9}     {:>9} {:>6}  {:>9}\n", "", "vs ch01", "ulp", "vs exact",
+             "vs ch01", "ulp", "vs exact");
+  // A few block sizes below n, n itself (one block: chapter 01's order of additions), and --block.
+  std::vector<std::size_t> blocks{n, std::min(extra_block, n)};
+  for (std::size_t b : {1, 2, 3, 7, 64, 1024}) {
+    if (b < n) blocks.push_back(b);
+  }
+  std::sort(blocks.begin(), blocks.end());
+  blocks.erase(std::unique(blocks.begin(), blocks.end()), blocks.end());
+  for (std::size_t block : blocks) {
+    fmt::print("  {:>8}   {}     {}\n", block, agreement<double>(drawn, exact, block),
+               agreement<float>(drawn, exact, block));
+  }
+  fmt::print("  {:>8}   {:>27.2g}     {:>27.2g}\n", "ch01", chapter_01_error<double>(drawn, exact),
+             chapter_01_error<float>(drawn, exact));
+  fmt::print("\nIn exact arithmetic the two forms compute the same m and the same l. In floating point l is\n"
+             "a sum of {} rounded terms, and the forms round their additions in different places\n"
+             "(the online sum is rescaled when the max rises, and summed block by block), so each is off\n"
+             "the exact weights by its own summation error (last line: chapter 01's), and they differ from\n"
+             "each other by about as much. With one block the order is chapter 01's and they agree exactly.\n",
+             n);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Chapter 02: online softmax. The running max m and the running sum l in one pass, "
+               "rescaled by exp(m - m_new) when the max rises."};
+  bool trace_only = false;
+  std::vector<double> scores{1.0, 3.0, 5.0, 2.0};
+  std::size_t block = 1;
+  std::size_t n = 100000;
+  std::uint64_t seed = 2;
+  app.add_flag("--trace", trace_only, "print only the step-by-step trace of --scores");
+  app.add_option("--scores", scores, "comma-separated scores to trace (default 1,3,5,2)")->delimiter(',');
+  app.add_option("--block", block, "scores per block, >= 1 (default 1: one score at a time)")
+      ->check(CLI::Range(std::size_t{1}, std::numeric_limits<std::size_t>::max()));
+  app.add_option("--n", n, "number of random scores for the agreement with chapter 01 (default 100000)")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1000000000}));
+  app.add_option("--seed", seed, "seed of the random scores (default 2)");
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    if (trace_only) {
+      print_trace(scores, block);
+      return 0;
+    }
+    fmt::print("Chapter 02 - online softmax\n"
+               "One pass keeps the max m and the sum l = sum_j exp(x_j - m) of the scores seen so far.\n"
+               "When the max rises from m to m_new, every term already in l is too large by the same\n"
+               "factor exp(m_new - m), so l is multiplied by c = exp(m - m_new): the bars shrink together.\n\n");
+    print_trace(scores, block);
+    fmt::print("\n");
+    print_agreement(n, seed, block);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "error: {}\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,148 @@
+// Chapter 02: online softmax, the max and the sum in one pass.
+//
+// What this chapter adds to chapter 01: the safe softmax reads x three times (max, sum, normalise).
+// Here the max and the sum come out of ONE pass: keep the largest score seen so far, m, and the sum
+// of exp(x_j - m) over the scores seen so far, l. When a later score raises the max from m to m_new,
+// every term already in l was computed against the old max and is too large by the same factor
+// exp(m_new - m), so one multiplication by c = exp(m - m_new) corrects all of them at once. The
+// scores may arrive one at a time or in blocks of any size; FlashAttention sees them a tile at a time.
+//
+// The algorithm (blocks of `block` scores; block = 1 is the element-by-element form of the paper):
+//   1. m = -inf, l = 0                                    the empty state
+//      for each block B of x, in order:                   pass 1 over x
+//   2.   m_new = max(m, max_{j in B} x_j)                 the max so far, this block included
+//   3.   c     = exp(m - m_new)                           1 if the max did not rise
+//   4.   l     = l * c + sum_{j in B} exp(x_j - m_new)    rescale what is already there, add the block
+//   5.   m     = m_new
+//   6. p_i = exp(x_i - m) / l                             pass 2: normalise
+// After every block, l = sum over the scores seen so far of exp(x_j - m) (the induction is in
+// docs/02-online-softmax.md), so after the last block m and l are exactly chapter 01's max and sum,
+// and line 6 is chapter 01's line 3.
+//
+// Conventions: those of ch01::safe_softmax (DESIGN.md, "Numbers and conventions"). A -inf score
+// gets weight 0; a row of only -inf gives all zeros; a NaN makes every weight NaN; an empty row or
+// block == 0 throws std::invalid_argument. Two places need a guard that the maths does not: on line
+// 3 the max starts at -inf and exp(-inf - -inf) is exp(NaN); on lines 4 and 6 a -inf score against a
+// max that is still -inf is the same NaN. See rescale_factor() and term().
+//
+// Source: M. Milakov and N. Gimelshein, "Online normalizer calculation for softmax",
+// arXiv:1805.02867 (2018), section 3 (the online normalizer, one element at a time); the blocked
+// update as FlashAttention uses it, and the worked example 1, 3, 5, 2, from the seeds.
+// Run the demo: build/default/bin/ch02_online_softmax   (or with --trace --scores 1,3,5,2 --block 2)
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <concepts>
+#include <cstddef>
+#include <limits>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace ch02 {
+
+// The factor c = exp(m_old - m_new) that moves the terms already in l from the old max to the new
+// one (line 3). m_old, m_new: the max before and after a block, m_old <= m_new. Returns a value in
+// [0, 1]: exactly 1 when the max did not rise (no exp needed), 0 when m_old = -inf < m_new (nothing
+// was there to rescale). The equality test is also the guard for m_old = m_new = -inf, where
+// exp(m_old - m_new) would be exp(NaN). Never throws.
+template <std::floating_point T>
+T rescale_factor(T m_old, T m_new) {
+  return m_old == m_new ? T(1) : std::exp(m_old - m_new);
+}
+
+// One term exp(x_j - m) of the sum l (lines 4 and 6): the weight of score x_j before dividing,
+// against the max m (x_j <= m, so the term is in [0, 1]). A -inf score has term 0 whatever m is;
+// testing for it is the guard for x_j = m = -inf, where x_j - m would be NaN. NaN in, NaN out.
+template <std::floating_point T>
+T term(T x_j, T m) {
+  return x_j == -std::numeric_limits<T>::infinity() ? T(0) : std::exp(x_j - m);
+}
+
+// The largest score of a block (line 2), -inf for an empty block. A NaN never compares greater,
+// so it is never the max; it reaches the output through l instead (as in chapter 01).
+template <std::floating_point T>
+T block_max(std::span<const T> block) {
+  T max = -std::numeric_limits<T>::infinity();
+  for (T x_j : block) max = x_j > max ? x_j : max;
+  return max;
+}
+
+// The block's own contribution to l (line 4): sum over j in the block of exp(x_j - m_new), added
+// left to right. m_new must be at least every score of the block.
+template <std::floating_point T>
+T block_sum(std::span<const T> block, T m_new) {
+  T sum = 0;
+  for (T x_j : block) sum += term(x_j, m_new);
+  return sum;
+}
+
+// The running state of the online softmax: the max m and the sum l of the scores seen so far.
+// Invariant (exact arithmetic): l = sum_{j seen} exp(x_j - m). Chapter 03 carries the same two
+// numbers, plus the weighted sum; chapter 05's kernel keeps one pair per query row.
+template <std::floating_point T>
+struct OnlineState {
+  T m = -std::numeric_limits<T>::infinity();  // line 1: the largest score seen so far
+  T l = 0;                                    // line 1: sum of exp(x_j - m) over the scores seen
+
+  // Folds one block of scores into the state (lines 2-5) and returns the rescale factor c that was
+  // applied to the old l (1 if the max did not rise). Any block size works, 1 included; an empty
+  // block changes nothing and returns 1. Never throws.
+  T update(std::span<const T> block) {
+    const T bmax = block_max(block);
+    const T m_new = bmax > m ? bmax : m;    // line 2: the max so far, this block included
+    const T c = rescale_factor(m, m_new);   // line 3: how much the old terms must shrink
+    l = l * c + block_sum(block, m_new);    // line 4: rescale what is already there, add the block
+    m = m_new;                              // line 5
+    return c;
+  }
+};
+
+// Throws the std::invalid_argument that online_softmax and its trace give for bad input.
+inline void check_online_softmax_arguments(std::size_t n, std::size_t block, const char* who) {
+  if (n == 0) {
+    throw std::invalid_argument(std::string(who) + " of an empty row: give at least one score");
+  }
+  if (block == 0) {
+    throw std::invalid_argument(std::string(who) +
+                                ": block size 0; give a block size of at least 1 (1 = one score at a "
+                                "time; a block as long as the row = all scores at once)");
+  }
+}
+
+// The online softmax of one row of scores (lines 1-6): pass 1 reads x once, in blocks of `block`
+// scores, to get m and l; pass 2 normalises.
+// x: the scores, length n >= 1. block: scores per update, >= 1; any block size works, n need not
+// be a multiple of it (the last block is the shorter tail) and block > n means one block.
+// Returns n weights in [0, 1] that sum to 1; all zeros for an all -inf row, all NaN if any score is
+// NaN. Equals ch01::safe_softmax(x) up to the rounding of the sum l, which adds the same terms in
+// another order: about sqrt(n) * eps relative (tests/02_online_softmax_test.cpp, order_tolerance).
+// Throws std::invalid_argument if x is empty or block == 0.
+// Source: Milakov and Gimelshein (2018), section 3; FlashAttention's blocked form (seeds).
+template <std::floating_point T>
+std::vector<T> online_softmax(std::span<const T> x, std::size_t block = 1) {
+  check_online_softmax_arguments(x.size(), block, "online_softmax");
+
+  OnlineState<T> state;  // line 1
+  for (std::size_t first = 0; first < x.size(); first += std::min(block, x.size() - first)) {
+    // lines 2-5; the last block is x.size() - first long when block does not divide n (the tail).
+    state.update(x.subspan(first, std::min(block, x.size() - first)));
+  }
+
+  std::vector<T> p(x.size());
+  // l == 0 only when no score was above -inf: a fully masked row, defined as all zeros. (Were any
+  // score finite, its term against the max would be 1, and a NaN makes l NaN, not 0.)
+  if (state.l == 0) return p;
+  for (std::size_t i = 0; i < x.size(); ++i) p[i] = term(x[i], state.m) / state.l;  // line 6
+  return p;
+}
+
+// Convenience overload for a std::vector argument.
+template <std::floating_point T>
+std::vector<T> online_softmax(const std::vector<T>& x, std::size_t block = 1) {
+  return online_softmax(std::span<const T>(x), block);
+}
+
+}  // namespace ch02

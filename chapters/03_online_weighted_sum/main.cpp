@@ -1,0 +1,240 @@
+// ch03_online_weighted_sum: one query's attention output, block by block, then whole attention.
+//
+//   ch03_online_weighted_sum                       the seed's worked example (scores 1, 3, 5, 2;
+//                                                  values 10, 20, 30, 40; blocks of two), then
+//                                                  attention on a small random problem
+//   ch03_online_weighted_sum --scores 1,3,5,2 --values "10 1;20 2;30 3;40 4" --block 3
+//                                                  your own numbers (values may be vectors)
+//   ch03_online_weighted_sum --seq-q 1 --seq-k 257 --head-dim 64 --causal --block 64
+//                                                  your own attention problem
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "chapters/03_online_weighted_sum/attention.h"
+#include "chapters/03_online_weighted_sum/online_weighted_sum.h"
+#include "common/compare.h"
+#include "common/random.h"
+#include "common/tensor.h"
+
+namespace {
+
+// Value rows from the command line: "10,20,30,40" is four rows of one value; rows separated by ';'
+// hold several values separated by spaces or commas: "10 1;20 2;30 3;40 4".
+struct ValueRows {
+  std::vector<double> flat;
+  std::size_t rows = 0;
+  std::size_t cols = 0;
+};
+
+std::vector<double> parse_numbers(const std::string& text) {
+  std::string spaced = text;
+  for (char& ch : spaced) ch = ch == ',' ? ' ' : ch;
+  std::istringstream in(spaced);
+  std::vector<double> numbers;
+  std::string word;
+  while (in >> word) {
+    std::size_t used = 0;
+    double x = 0.0;
+    try {
+      x = std::stod(word, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != word.size()) throw std::invalid_argument(fmt::format("'{}' is not a number", word));
+    numbers.push_back(x);
+  }
+  return numbers;
+}
+
+ValueRows parse_values(const std::string& text) {
+  ValueRows v;
+  if (text.find(';') == std::string::npos) {
+    v.flat = parse_numbers(text);
+    v.rows = v.flat.size();
+    v.cols = 1;
+    return v;
+  }
+  std::istringstream in(text);
+  std::string row;
+  while (std::getline(in, row, ';')) {
+    const std::vector<double> numbers = parse_numbers(row);
+    if (v.rows > 0 && numbers.size() != v.cols) {
+      throw std::invalid_argument(
+          fmt::format("--values: row {} has {} values but row 1 has {}; every row needs head_dim values",
+                      v.rows + 1, numbers.size(), v.cols));
+    }
+    v.cols = numbers.size();
+    v.flat.insert(v.flat.end(), numbers.begin(), numbers.end());
+    ++v.rows;
+  }
+  if (v.cols == 0)
+    throw std::invalid_argument("--values: the rows are empty; give at least one value per row");
+  return v;
+}
+
+// A figure to four places; a vector of figures in brackets. (fmt prints -inf as "-inf".)
+std::string f4(double x) { return fmt::format("{:.4f}", x); }
+std::string f4(const std::vector<double>& x) {
+  if (x.size() == 1) return f4(x[0]);
+  return fmt::format("[{:.4f}]", fmt::join(x, ", "));
+}
+
+std::string f4_list(const std::vector<double>& x) {
+  std::vector<std::string> parts;
+  for (double xi : x) parts.push_back(f4(xi));
+  return fmt::format("{}", fmt::join(parts, ", "));
+}
+
+std::string value_row(const fa::MatrixView<const double>& values, std::size_t j) {
+  if (values.cols() == 1) return fmt::format("{:g}", values(j, 0));
+  return fmt::format("[{:g}]", fmt::join(values.row(j), ", "));
+}
+
+void print_trace(std::span<const double> scores, fa::MatrixView<const double> values,
+                 std::size_t block) {
+  fmt::print("scores {:g}; values", fmt::join(scores, ", "));
+  for (std::size_t j = 0; j < values.rows(); ++j)
+    fmt::print("{} {}", j == 0 ? "" : ",", value_row(values, j));
+  fmt::print("; blocks of {}\n", block);
+
+  const std::vector<ch03::BlockStep> steps = ch03::trace_online_weighted_sum(scores, values, block);
+  for (std::size_t b = 0; b < steps.size(); ++b) {
+    const ch03::BlockStep& st = steps[b];
+    fmt::print("\nblock {}: keys {}-{}, scores {:g}\n", b + 1, st.first + 1, st.first + st.count,
+               fmt::join(scores.subspan(st.first, st.count), ", "));
+    fmt::print("  line 1  block max {}; running max m {} -> {}\n", f4(st.block_max), f4(st.m_old),
+               f4(st.m_new));
+    fmt::print("  line 2  factor c = exp(m_old - m_new) = {}{}\n", f4(st.factor),
+               b == 0 ? "  (first block: nothing carried yet)" : "");
+    fmt::print("  line 3  weights p = exp(s - m_new): {}\n", f4_list(st.p));
+    fmt::print("  line 4  l   = c * l   + sum p   = {} carried + {} own = {} total\n", f4(st.l_carried),
+               f4(st.l_block), f4(st.l));
+    fmt::print("  line 5  acc = c * acc + sum p v = {} carried + {} own = {} total\n",
+               f4(st.acc_carried), f4(st.acc_block), f4(st.acc));
+    fmt::print("          output so far acc / l = {}\n", f4(st.output));
+  }
+  const ch03::BlockStep& last = steps.back();
+  const std::vector<double> all_at_once = ch03::weighted_sum_all_at_once(scores, values);
+  const fa::ErrorStats err = fa::compare(last.output, all_at_once);
+  fmt::print("\nline 7, after the last block: o = acc / l = {} / {} = {}\n", f4(last.acc), f4(last.l),
+             f4(last.output));
+  fmt::print("all at once (chapter 02's softmax of every score, then the weighted sum): {}\n",
+             f4(all_at_once));
+  fmt::print("online {}, all at once {}: max abs difference {:.2g}\n", f4(last.output), f4(all_at_once),
+             err.max_abs);
+}
+
+struct ProblemFlags {
+  std::size_t batch = 1;
+  std::size_t heads = 2;
+  std::size_t seq_q = 8;
+  std::size_t seq_k = 8;
+  std::size_t head_dim = 4;
+  bool causal = false;
+  std::optional<double> scale;
+  std::uint64_t seed = 3;
+};
+
+void print_attention(const ProblemFlags& f, std::size_t block) {
+  const fa::Shape4 q_shape{f.batch, f.heads, f.seq_q, f.head_dim};
+  const fa::Shape4 kv_shape{f.batch, f.heads, f.seq_k, f.head_dim};
+  const fa::Tensor4<double> Q(q_shape, fa::normal(q_shape.size(), f.seed));
+  const fa::Tensor4<double> K(kv_shape, fa::normal(kv_shape.size(), f.seed + 1));
+  const fa::Tensor4<double> V(kv_shape, fa::normal(kv_shape.size(), f.seed + 2));
+  const ch03::AttentionOptions options{f.scale, f.causal, block};
+
+  const ch03::AttentionResult online = ch03::attention(Q, K, V, options);
+  const ch03::AttentionResult reference = ch03::attention_all_at_once(Q, K, V, options);
+
+  fmt::print(
+      "\nWhole attention on the CPU, O = softmax(Q K^T * scale) V, each query row by the recurrence\n");
+  fmt::print("  Q {}, K and V {}\n", q_shape.str(), kv_shape.str());
+  fmt::print("  scale {:.6g}, {}, key blocks of {}, inputs normal(0, 1) from seed {}\n",
+             options.scale.value_or(fa::default_scale(f.head_dim)), f.causal ? "causal" : "not causal",
+             block, f.seed);
+  const std::size_t shown = std::min<std::size_t>(f.seq_q, 8);
+  fmt::print("  O[0, 0] (first {} of {} rows) and L[0, 0]:\n", shown, f.seq_q);
+  const fa::MatrixView<const double> O00 = online.O.view().head(0, 0);
+  for (std::size_t i = 0; i < shown; ++i) {
+    const auto row = O00.row(i);
+    const std::size_t cols = std::min<std::size_t>(row.size(), 6);
+    fmt::print("    row {:>3}: {: .4f}{}   L {:.4f}\n", i, fmt::join(row.first(cols), " "),
+               cols < row.size() ? " ..." : "", online.L[i]);
+  }
+  const fa::ErrorStats o_err = fa::compare(online.O.values, reference.O.values);
+  const fa::ErrorStats l_err = fa::compare(online.L, reference.L);
+  fmt::print(
+      "  against the all-at-once evaluation (whole rows of S, chapter 02's softmax, then P V):\n");
+  fmt::print("    O: max abs difference {:.2g}, rel L2 {:.2g};  L: max abs difference {:.2g}\n",
+             o_err.max_abs, o_err.rel_l2, l_err.max_abs);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "Chapter 03: one attention query's output by the online weighted sum (max, sum and un-scaled\n"
+      "weighted sum carried across blocks of keys), then whole attention on the CPU."};
+  std::string scores_text = "1,3,5,2";
+  std::string values_text;
+  std::size_t block = 2;
+  ProblemFlags f;
+  app.add_option("--scores", scores_text,
+                 "comma-separated scores of one query")
+      ->capture_default_str();
+  app.add_option(
+      "--values", values_text,
+      "one value per score, \"10,20,30,40\", or rows of head_dim values, \"10 1;20 2;30 3;40 4\"; "
+      "default 10, 20, 30, ...");
+  app.add_option("--block", block, "keys per block, for the trace and for attention")
+      ->capture_default_str();
+  app.add_option("--batch", f.batch, "attention: batch size")->capture_default_str();
+  app.add_option("--heads", f.heads, "attention: heads")->capture_default_str();
+  app.add_option("--seq-q", f.seq_q, "attention: query rows per head")->capture_default_str();
+  app.add_option("--seq-k", f.seq_k, "attention: keys per head")->capture_default_str();
+  app.add_option("--head-dim", f.head_dim, "attention: head dimension")->capture_default_str();
+  app.add_flag("--causal", f.causal, "attention: causal mask, aligned to the bottom right");
+  app.add_option("--scale", f.scale, "attention: scale of Q K^T (default 1/sqrt(head_dim))");
+  app.add_option("--seed", f.seed, "attention: seed of the random Q, K, V")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    fmt::print("Chapter 03 - the online weighted sum\n");
+    fmt::print(
+        "o = sum_j softmax(s)_j v_j with the keys taken a block at a time. Carried across blocks: the\n"
+        "max m, the sum l and the un-scaled weighted sum acc; when the max rises, l and acc are both\n"
+        "multiplied by c = exp(m_old - m_new); acc is divided by l once, after the last block.\n"
+        "(Line numbers refer to chapters/03_online_weighted_sum/online_weighted_sum.h.)\n\n");
+    const std::vector<double> scores = parse_numbers(scores_text);
+    ValueRows values;
+    if (values_text.empty()) {
+      for (std::size_t j = 0; j < scores.size(); ++j)
+        values.flat.push_back(10.0 * static_cast<double>(j + 1));
+      values.rows = scores.size();
+      values.cols = 1;
+    } else {
+      values = parse_values(values_text);
+    }
+    print_trace(
+        scores,
+        fa::MatrixView<const double>(std::span<const double>(values.flat), values.rows, values.cols),
+        block);
+    print_attention(f, block);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "error: {}\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,242 @@
+// Chapter 03: the online weighted sum, the output of one attention query in one pass over its keys.
+//
+// What this chapter adds to chapter 02: attention does not want the softmax weights themselves but
+// the weighted sum of the value rows, o = sum_j softmax(s)_j v_j. Chapter 02 carried two numbers
+// across blocks of scores (the running max m and the running sum l). Here a third travels with
+// them: acc, the weighted sum of the value rows so far, a vector of head_dim numbers, kept
+// UN-scaled (not divided by l). When the max rises, l and acc are both too large by the same
+// factor and are both multiplied by exp(m_old - m_new). acc is divided by l once, at the end.
+//
+// The algorithm, for scores s_0 .. s_{n-1} and value rows v_0 .. v_{n-1} (each of head_dim):
+//   0. m = -inf, l = 0, acc = [0] * head_dim
+//      for each block B of consecutive keys (the last block may be shorter):
+//   1.   m_new = max(m, max_{j in B} s_j)
+//   2.   c     = exp(m - m_new)                  the factor: rescales what is already there
+//   3.   p_j   = exp(s_j - m_new), j in B        the block's weights, against the new max
+//   4.   l     = c * l   + sum_{j in B} p_j
+//   5.   acc   = c * acc + sum_{j in B} p_j v_j  un-scaled: not divided by l
+//   6.   m     = m_new
+//   7. o = acc / l                               once, after the last block
+// Lines 1-6 are the three lines of arithmetic (m, l, acc) that the chapter 05 kernel runs per
+// query row, with the same names.
+//
+// Why it is exact: after any number of blocks, l = sum_j exp(s_j - m) and
+// acc = sum_j exp(s_j - m) v_j over the keys seen so far, with m their max. Line 2's factor turns
+// every exp(s_j - m_old) into exp(s_j - m_new) at once; docs/03-online-weighted-sum.md has the
+// induction.
+//
+// Conventions (DESIGN.md, "Numbers and conventions"):
+//   - a score of -inf gets weight 0; a row whose scores are all -inf gives an output of zeros;
+//   - a NaN score makes the whole output NaN (through l); a NaN in value row j, column d makes
+//     output column d NaN;
+//   - a score of +inf gives NaN, as in chapters 01 and 02 (exp(inf - inf)).
+//
+// Source: the seed "Two blocks" and "More than two blocks" (second seed; its worked example is
+// scores 1, 3, 5, 2 with values 10, 20, 30, 40 in blocks of two, output 28.9847); Milakov and
+// Gimelshein 2018, "Online normalizer calculation for softmax", section 3; Dao 2023,
+// "FlashAttention-2", section 3.1 (the un-scaled output, divided once at the end).
+// Run the demo: build/default/bin/ch03_online_weighted_sum
+#pragma once
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <limits>
+#include <span>
+#include <stdexcept>
+#include <vector>
+
+#include "chapters/02_online_softmax/online_softmax.h"
+#include "common/tensor.h"
+
+namespace ch03 {
+
+inline constexpr double minus_infinity = -std::numeric_limits<double>::infinity();
+
+// What one block did to the running state: every figure of lines 1-7, kept for the demo's trace
+// (and for a figure a later issue draws from it). Vectors have head_dim entries unless noted.
+struct BlockStep {
+  std::size_t first = 0;              // index of the block's first key (set by the caller of fold)
+  std::size_t count = 0;              // keys in the block (the last block may be shorter)
+  double block_max = minus_infinity;  // line 1: max of the block's own scores
+  double m_old = minus_infinity;      // the running max before the block
+  double m_new = minus_infinity;      // line 1: the running max after it
+  double factor = 0.0;                // line 2: exp(m_old - m_new); 0 for the first block
+  std::vector<double> p;              // line 3: the block's weights (count entries)
+  double l_carried = 0.0;             // line 4, first term: c * l
+  std::vector<double> acc_carried;    // line 5, first term: c * acc
+  double l_block = 0.0;               // line 4, second term: the block's own sum of weights
+  std::vector<double> acc_block;      // line 5, second term: the block's own weighted sum
+  double l = 0.0;                     // line 4: the total
+  std::vector<double> acc;            // line 5: the total
+  std::vector<double> output;         // line 7 if the keys ended here: acc / l
+};
+
+// The state of one query row between blocks: the same three names as the chapter 05 kernel.
+struct RowState {
+  double m = minus_infinity;  // the largest score seen so far
+  double l = 0.0;             // sum of exp(s_j - m) over the keys seen so far
+  std::vector<double> acc;    // sum of exp(s_j - m) v_j over the keys seen so far (head_dim)
+
+  // Line 0: nothing seen yet.
+  explicit RowState(std::size_t head_dim) : acc(head_dim, 0.0) {}
+
+  // Lines 1-6: folds in one block of keys. s: the block's scores (count of them); v: its value
+  // rows, [count, head_dim] row-major. When `record` is given, every figure is also written there.
+  // Throws std::invalid_argument if v does not have s.size() rows of head_dim values.
+  void fold(std::span<const double> s, fa::MatrixView<const double> v, BlockStep* record = nullptr) {
+    if (v.rows() != s.size() || v.cols() != acc.size()) {
+      throw std::invalid_argument(fmt::format(
+          "RowState::fold: a block of {} scores needs a [{}, {}] block of value rows, got [{}, {}]",
+          s.size(), s.size(), acc.size(), v.rows(), v.cols()));
+    }
+    // line 1: the new running max. A NaN score never compares greater, so it never becomes m;
+    // it reaches the output through its weight in line 3 instead.
+    double block_max = minus_infinity;
+    for (double sj : s) block_max = sj > block_max ? sj : block_max;
+    const double m_new = block_max > m ? block_max : m;
+
+    // While every score so far is -inf, m_new is -inf and exp(-inf - (-inf)) would be NaN.
+    // Measuring against 0 instead gives c = 0 and p_j = 0: nothing carried, nothing added, and l
+    // stays 0, which line 7 turns into an output of zeros (the chapter 05 kernel does the same).
+    const double m_ref = m_new == minus_infinity ? 0.0 : m_new;
+
+    // line 2: the factor that rescales what is already there.
+    const double c = std::exp(m - m_ref);
+
+    // line 3, and the block's own terms of lines 4 and 5.
+    std::vector<double> p(s.size());
+    double l_block = 0.0;
+    std::vector<double> acc_block(acc.size(), 0.0);
+    for (std::size_t j = 0; j < s.size(); ++j) {
+      p[j] = std::exp(s[j] - m_ref);
+      l_block += p[j];
+      for (std::size_t d = 0; d < acc.size(); ++d) acc_block[d] += p[j] * v(j, d);
+    }
+
+    // lines 4 and 5: rescale the carried numbers, then add the block's own.
+    const double l_carried = c * l;
+    std::vector<double> acc_carried(acc.size());
+    for (std::size_t d = 0; d < acc.size(); ++d) acc_carried[d] = c * acc[d];
+    l = l_carried + l_block;
+    for (std::size_t d = 0; d < acc.size(); ++d) acc[d] = acc_carried[d] + acc_block[d];
+
+    if (record != nullptr) {
+      record->count = s.size();
+      record->block_max = block_max;
+      record->m_old = m;
+      record->m_new = m_new;
+      record->factor = c;
+      record->l_carried = l_carried;
+      record->l_block = l_block;
+      record->l = l;
+      record->acc = acc;
+      record->output = finish();
+      record->p = std::move(p);
+      record->acc_carried = std::move(acc_carried);
+      record->acc_block = std::move(acc_block);
+    }
+    // line 6
+    m = m_new;
+  }
+
+  // Line 7: the output acc / l (head_dim values). If no key had any weight (no keys yet, or every
+  // score -inf) l is 0 and the output is zeros, by DESIGN.md's convention for a masked row.
+  std::vector<double> finish() const {
+    std::vector<double> o(acc.size(), 0.0);
+    if (l == 0.0) return o;
+    for (std::size_t d = 0; d < acc.size(); ++d) o[d] = acc[d] / l;
+    return o;
+  }
+
+  // The row's logsumexp, log(sum_j exp(s_j)) = m + log(l): what FlashAttention-2 keeps as L for
+  // the backward pass. -inf when no key had any weight.
+  double logsumexp() const { return l == 0.0 ? minus_infinity : m + std::log(l); }
+};
+
+namespace detail {
+
+// Throws std::invalid_argument unless there is at least one score, one value row per score, and
+// at least one column. `who` names the function in the message.
+inline void check_scores_and_values(const char* who, std::span<const double> scores,
+                                    fa::MatrixView<const double> values) {
+  if (scores.empty()) {
+    throw std::invalid_argument(fmt::format("{}: no scores; give at least one key", who));
+  }
+  if (values.rows() != scores.size()) {
+    throw std::invalid_argument(fmt::format("{}: {} scores need {} value rows (one per key), got {}",
+                                            who, scores.size(), scores.size(), values.rows()));
+  }
+  if (values.cols() == 0) {
+    throw std::invalid_argument(
+        fmt::format("{}: value rows must have at least one entry (head_dim >= 1)", who));
+  }
+}
+
+inline void check_block(const char* who, std::size_t block) {
+  if (block == 0) {
+    throw std::invalid_argument(fmt::format("{}: block size 0; give a block of at least 1 key", who));
+  }
+}
+
+// Rows first .. first+count-1 of a row-major matrix, as a matrix of their own.
+inline fa::MatrixView<const double> rows(fa::MatrixView<const double> m, std::size_t first,
+                                         std::size_t count) {
+  return {m.data() + first * m.cols(), count, m.cols()};
+}
+
+}  // namespace detail
+
+// Lines 0-7: one query's attention output sum_j softmax(s)_j v_j, keys taken `block` at a time.
+// scores: n >= 1 scores (already scaled); values: [n, head_dim] row-major, head_dim >= 1;
+// block >= 1 (any size: the last block holds what is left, and block > n is one block).
+// Returns head_dim values. Throws std::invalid_argument for empty scores, block == 0, or values
+// that do not have one row per score.
+inline std::vector<double> online_weighted_sum(std::span<const double> scores,
+                                               fa::MatrixView<const double> values, std::size_t block) {
+  detail::check_scores_and_values("online_weighted_sum", scores, values);
+  detail::check_block("online_weighted_sum", block);
+  RowState state(values.cols());
+  for (std::size_t first = 0, count = 0; first < scores.size(); first += count) {
+    count = std::min(block, scores.size() - first);  // the tail block is shorter
+    state.fold(scores.subspan(first, count), detail::rows(values, first, count));
+  }
+  return state.finish();
+}
+
+// The same computation, returning what every block did (one BlockStep per block, in order) so
+// that it can be printed or drawn. The last step's output is online_weighted_sum's result, bit for
+// bit (the same code runs). Same arguments and errors as online_weighted_sum.
+inline std::vector<BlockStep> trace_online_weighted_sum(std::span<const double> scores,
+                                                        fa::MatrixView<const double> values,
+                                                        std::size_t block) {
+  detail::check_scores_and_values("trace_online_weighted_sum", scores, values);
+  detail::check_block("trace_online_weighted_sum", block);
+  RowState state(values.cols());
+  std::vector<BlockStep> steps;
+  for (std::size_t first = 0, count = 0; first < scores.size(); first += count) {
+    count = std::min(block, scores.size() - first);
+    BlockStep& step = steps.emplace_back();
+    step.first = first;
+    state.fold(scores.subspan(first, count), detail::rows(values, first, count), &step);
+  }
+  return steps;
+}
+
+// The all-at-once form, the chapter's reference: the softmax of the whole row first (chapter 02's
+// online_softmax), then sum_j p_j v_j. Same shapes, conventions and errors as online_weighted_sum
+// (there is no block). Source: the seed "All four scores at once".
+inline std::vector<double> weighted_sum_all_at_once(std::span<const double> scores,
+                                                    fa::MatrixView<const double> values) {
+  detail::check_scores_and_values("weighted_sum_all_at_once", scores, values);
+  const std::vector<double> p = ch02::online_softmax(scores);
+  std::vector<double> o(values.cols(), 0.0);
+  for (std::size_t j = 0; j < scores.size(); ++j) {
+    for (std::size_t d = 0; d < o.size(); ++d) o[d] += p[j] * values(j, d);
+  }
+  return o;
+}
+
+}  // namespace ch03

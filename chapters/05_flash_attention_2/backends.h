@@ -1,0 +1,56 @@
+// The chapter's kernel, compiled once per backend: ch05::cpu (common/simt,
+// flash_attention_2_cpu.cpp) and ch05::gpu (nvcc, flash_attention_2_gpu.cu). Both are defined by
+// the same source, flash_attention_2.cuh; this header declares what the rest of the program may call.
+#pragma once
+
+#include <span>
+#include <vector>
+
+namespace ch05 {
+
+// A tile shape: Br query rows per thread block, Bc keys per K/V tile.
+struct TileShape {
+  int Br = 64;
+  int Bc = 64;
+  bool operator==(const TileShape&) const = default;
+};
+
+// One attention problem as the kernel sees it: batch and heads folded into one index.
+struct DeviceProblem {
+  int batch_heads = 0;
+  int seq_len_q = 0;
+  int seq_len_k = 0;
+  int head_dim = 0;
+  float scale = 0.0f;
+  bool causal = false;
+  TileShape tile{};
+};
+
+// What one run brings back: O [batch_heads, seq_len_q, head_dim], L [batch_heads, seq_len_q], and
+// the wall time of the launch in milliseconds (synchronised; on the GPU this includes launch
+// overhead: scripts/gpu_check.sh measures speed with CUDA events).
+struct DeviceRun {
+  std::vector<float> O;
+  std::vector<float> L;
+  double elapsed_ms = 0.0;
+};
+
+// Both backends offer the same two functions (defined in flash_attention_2.cuh):
+//   launch_flash_attention_2: the launch on memory already on the device (head_dim and tile must be
+//                             among the compiled ones: the host API checks);
+//   run_flash_attention_2:    host data in, host data out (copies, NaN-poisons O and L, launches).
+namespace cpu {  // always built
+void launch_flash_attention_2(const float* Q, const float* K, const float* V, float* O, float* L,
+                              const DeviceProblem& problem);
+DeviceRun run_flash_attention_2(std::span<const float> Q, std::span<const float> K,
+                                std::span<const float> V, const DeviceProblem& problem);
+}  // namespace cpu
+
+namespace gpu {  // built where nvcc was found (FA_HAVE_CUDA); device pointers for launch_*
+void launch_flash_attention_2(const float* Q, const float* K, const float* V, float* O, float* L,
+                              const DeviceProblem& problem);
+DeviceRun run_flash_attention_2(std::span<const float> Q, std::span<const float> K,
+                                std::span<const float> V, const DeviceProblem& problem);
+}  // namespace gpu
+
+}  // namespace ch05

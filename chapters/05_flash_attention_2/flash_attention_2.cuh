@@ -1,0 +1,239 @@
+// Chapter 05: the FlashAttention-2 forward kernel.
+//
+// What this chapter adds to chapter 04: the same O = softmax(Q K^T * scale) V, but S and P never
+// touch global memory. A thread block owns Br query rows; it streams K and V through shared memory
+// in tiles of Bc keys and folds each tile into a running output with chapter 03's recurrence (the
+// same three names: m, l, acc). Global memory sees Q and O once, K and V once per query block.
+//
+// The algorithm, for the block that owns query rows i0 .. i0+Br-1 of head bh
+// (Dao 2023, FlashAttention-2, Algorithm 1, forward pass):
+//    1. load Q_i (Br x head_dim) into shared memory
+//    2. per row: m = -inf, l = 0, acc = 0 (head_dim numbers, in registers)
+//    3. for each key tile j = 0, 1, ... (skipping the tiles a causal mask hides entirely):
+//    4.   load K_j and V_j (Bc x head_dim each) into shared memory
+//    5.   S = Q_i K_j^T * scale; -inf where the key is past seq_len_k or masked
+//    6.   m_new = max(m, rowmax(S))
+//    7.   P = exp(S - m_new); l = l * exp(m - m_new) + rowsum(P)
+//    8.   acc = acc * exp(m - m_new) + P V_j                       (un-scaled: no division yet)
+//    9.   m = m_new
+//   10. O_i = acc / l (0 for a row that saw no key); L_i = m + log(l) (-inf for such a row)
+//
+// Work split inside a block: kThreadsPerRow (4) threads share each query row, so a block has
+// Br * 4 threads. Thread `lane` of a row computes the scores of keys lane, lane+4, lane+8, ... of
+// the tile, and owns the output columns lane, lane+4, lane+8, ... of acc. The row's max and sum
+// are combined across its 4 threads with two warp shuffles each.
+//
+// Shared memory (dynamic, floats): Q_i [Br][head_dim+1], K_j [Bc][head_dim+1],
+// V_j [Bc][head_dim+1], P [Br][Bc+1]. The +1 pads each row so that threads reading the same column
+// of different rows hit different banks. For head_dim 128, Br = Bc = 64 that is 113 KiB: more than
+// the 48 KiB a launch may use by default, so the host side asks for it (cudaFuncSetAttribute).
+//
+// Agreement with chapter 04: step 5 sums q[d] * k[d] in the same order (d = 0, 1, ...) and scales
+// afterwards, exactly as ch04's scores_kernel does, so both kernels see the same S bit for bit.
+//
+// This file is compiled twice: by the host compiler through common/simt (namespace ch05::cpu, in
+// flash_attention_2_cpu.cpp) and by nvcc (namespace ch05::gpu, in flash_attention_2_gpu.cu). Those
+// two files are the only ones that include it; everything else calls it through backends.h.
+//
+// Source: Dao 2023, FlashAttention-2 (arXiv:2307.08691), sections 3.1 and 3.2 and Algorithm 1;
+// Milakov and Gimelshein 2018 for the online softmax; the seeds' worked example.
+// Run the demo: build/default/bin/ch05_flash_attention_2
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <limits>
+#include <span>
+#include <stdexcept>
+
+#include "chapters/05_flash_attention_2/backends.h"
+#include "common/simt/simt.h"
+
+namespace ch05::SIMT_BACKEND {
+
+inline constexpr int kThreadsPerRow = 4;
+
+// x limited to [lo, hi]. (std::clamp is not usable in device code without extra nvcc flags.)
+__host__ __device__ __forceinline__ int clamp_int(int x, int lo, int hi) {
+  return x < lo ? lo : (x > hi ? hi : x);
+}
+
+// Floats of dynamic shared memory the kernel needs for one block.
+constexpr std::size_t shared_floats(int head_dim, int Br, int Bc) {
+  return static_cast<std::size_t>(Br) * (head_dim + 1) + 2u * Bc * (head_dim + 1) +
+         static_cast<std::size_t>(Br) * (Bc + 1);
+}
+
+// Grid: (ceil(seq_len_q / Br), batch * heads); block: Br * kThreadsPerRow threads;
+// dynamic shared memory: shared_floats(HEAD_DIM, Br, Bc) * 4 bytes.
+// Q, O: [batch*heads, seq_len_q, HEAD_DIM]; K, V: [batch*heads, seq_len_k, HEAD_DIM];
+// L: [batch*heads, seq_len_q]; all row-major float32 in global memory.
+template <int HEAD_DIM, int Br, int Bc>
+__global__ void flash_attention_2_kernel(const float* __restrict__ Q, const float* __restrict__ K,
+                                         const float* __restrict__ V, float* __restrict__ O,
+                                         float* __restrict__ L, int seq_len_q, int seq_len_k,
+                                         float scale, bool causal) {
+  static_assert(HEAD_DIM % kThreadsPerRow == 0 && Bc % kThreadsPerRow == 0);
+  constexpr int kThreads = Br * kThreadsPerRow;
+  constexpr int kStride = HEAD_DIM + 1;  // padded row of Q_i, K_j, V_j in shared memory
+  constexpr int kPStride = Bc + 1;       // padded row of P
+
+  SIMT_DYNAMIC_SHARED(float, shared);
+  float* Qi = shared;                // [Br][kStride]
+  float* Kj = Qi + Br * kStride;     // [Bc][kStride]
+  float* Vj = Kj + Bc * kStride;     // [Bc][kStride]
+  float* Ps = Vj + Bc * kStride;     // [Br][kPStride]
+
+  const int tid = static_cast<int>(threadIdx.x);
+  const int row = tid / kThreadsPerRow;   // this thread's query row within the block
+  const int lane = tid % kThreadsPerRow;  // which of the row's threads this is
+  const int i0 = static_cast<int>(blockIdx.x) * Br;
+  const int i = i0 + row;                 // this thread's query row in the sequence
+  const std::size_t bh = blockIdx.y;
+  const float* Q_head = Q + bh * seq_len_q * HEAD_DIM;
+  const float* K_head = K + bh * seq_len_k * HEAD_DIM;
+  const float* V_head = V + bh * seq_len_k * HEAD_DIM;
+
+  // Line 1: load Q_i. Rows past seq_len_q (the tail of the last query block) are loaded as zeros;
+  // their threads still take part in every load and barrier below, and only skip the final write.
+  for (int idx = tid; idx < Br * HEAD_DIM; idx += kThreads) {
+    const int r = idx / HEAD_DIM;
+    const int d = idx % HEAD_DIM;
+    Qi[r * kStride + d] = (i0 + r < seq_len_q) ? Q_head[static_cast<std::size_t>(i0 + r) * HEAD_DIM + d] : 0.0f;
+  }
+
+  // Line 2: the running state of this thread's row. acc holds columns lane, lane+4, ...
+  float m = -INFINITY;
+  float l = 0.0f;
+  constexpr int kAccCols = HEAD_DIM / kThreadsPerRow;
+  float acc[kAccCols];
+  for (float& a : acc) a = 0.0f;
+
+  // The causal mask: row i sees keys j < visible (common/attention_shapes.h). The block's last
+  // real row sees the most keys, so key tiles from ceil(visible_last / Bc) on are skipped whole.
+  const int shift = seq_len_k - seq_len_q;
+  const int visible = causal ? clamp_int(i + shift + 1, 0, seq_len_k) : seq_len_k;
+  const int last_row = (i0 + Br < seq_len_q ? i0 + Br : seq_len_q) - 1;
+  const int block_visible = causal ? clamp_int(last_row + shift + 1, 0, seq_len_k) : seq_len_k;
+  const int num_tiles = (block_visible + Bc - 1) / Bc;
+
+  for (int tile = 0; tile < num_tiles; ++tile) {  // line 3
+    const int j0 = tile * Bc;
+
+    // Line 4: load K_j and V_j; keys past seq_len_k (the last tile's tail) become zeros.
+    __syncthreads();  // every thread is done with the previous tile's K_j, V_j and P
+    for (int idx = tid; idx < Bc * HEAD_DIM; idx += kThreads) {
+      const int r = idx / HEAD_DIM;
+      const int d = idx % HEAD_DIM;
+      const bool inside = j0 + r < seq_len_k;
+      const std::size_t at = static_cast<std::size_t>(j0 + r) * HEAD_DIM + d;
+      Kj[r * kStride + d] = inside ? K_head[at] : 0.0f;
+      Vj[r * kStride + d] = inside ? V_head[at] : 0.0f;
+    }
+    __syncthreads();  // K_j, V_j (and, the first time, Q_i) are complete
+
+    // Line 5: this thread's scores, for keys c = lane + 4 * n of the tile.
+    constexpr int kCols = Bc / kThreadsPerRow;
+    float s[kCols];
+    for (int n = 0; n < kCols; ++n) s[n] = 0.0f;
+    for (int d = 0; d < HEAD_DIM; ++d) {
+      const float q = Qi[row * kStride + d];
+      for (int n = 0; n < kCols; ++n) s[n] += q * Kj[(lane + kThreadsPerRow * n) * kStride + d];
+    }
+    float tile_max = -INFINITY;
+    for (int n = 0; n < kCols; ++n) {
+      const int j = j0 + lane + kThreadsPerRow * n;
+      s[n] = (j < visible) ? s[n] * scale : -INFINITY;  // past seq_len_k, or hidden by the mask
+      tile_max = fmaxf(tile_max, s[n]);
+    }
+
+    // Line 6: the row's max over its 4 threads (lanes differing in bit 0, then bit 1).
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+    const float m_new = fmaxf(m, tile_max);
+    // While the row has seen only masked keys, m_new is -inf and exp(-inf - (-inf)) would be NaN.
+    // Subtracting 0 instead makes every term exp(-inf) = 0, so l and acc stay 0.
+    const float m_use = (m_new == -INFINITY) ? 0.0f : m_new;
+    const float factor = expf(m - m_use);  // exp(m_old - m_new); 0 on the row's first real tile
+
+    // Line 7: P = exp(S - m_new) into shared memory, and its row sum.
+    float tile_sum = 0.0f;
+    for (int n = 0; n < kCols; ++n) {
+      const float p = expf(s[n] - m_use);
+      Ps[row * kPStride + lane + kThreadsPerRow * n] = p;
+      tile_sum += p;
+    }
+    tile_sum += __shfl_xor_sync(0xffffffffu, tile_sum, 1);
+    tile_sum += __shfl_xor_sync(0xffffffffu, tile_sum, 2);
+    l = l * factor + tile_sum;
+    __syncthreads();  // the row's P is complete (written by its 4 threads)
+
+    // Line 8: acc = acc * exp(m - m_new) + P V_j, for this thread's columns d = lane + 4 * c.
+    for (float& a : acc) a *= factor;
+    for (int jj = 0; jj < Bc; ++jj) {
+      const float p = Ps[row * kPStride + jj];
+      for (int c = 0; c < kAccCols; ++c) acc[c] += p * Vj[jj * kStride + lane + kThreadsPerRow * c];
+    }
+    m = m_new;  // line 9
+  }
+
+  // Line 10: divide once, write O and L. A row that saw no key has l = 0: O = 0, L = -inf.
+  // (A NaN score makes l NaN, and the NaN goes on into O and L.)
+  if (i < seq_len_q) {
+    float* O_row = O + (bh * seq_len_q + i) * HEAD_DIM;
+    for (int c = 0; c < kAccCols; ++c) O_row[lane + kThreadsPerRow * c] = (l == 0.0f) ? 0.0f : acc[c] / l;
+    if (lane == 0) L[bh * seq_len_q + i] = (l == 0.0f) ? -INFINITY : m + logf(l);
+  }
+}
+
+// One kernel instance: sets its shared-memory allowance and launches it on memory already on the
+// device. Throws what simt::launch throws.
+template <int HEAD_DIM, int Br, int Bc>
+void launch_tile(const float* Q, const float* K, const float* V, float* O, float* L,
+                 const DeviceProblem& problem) {
+  constexpr auto kernel = flash_attention_2_kernel<HEAD_DIM, Br, Bc>;
+  const std::size_t bytes = shared_floats(HEAD_DIM, Br, Bc) * sizeof(float);
+  simt::set_max_dynamic_shared_bytes<kernel>(bytes);  // above 48 KiB a GPU needs the opt-in
+  const dim3 grid(static_cast<unsigned>((problem.seq_len_q + Br - 1) / Br),
+                  static_cast<unsigned>(problem.batch_heads));
+  simt::launch<kernel>(grid, dim3(Br * kThreadsPerRow), bytes, Q, K, V, O, L, problem.seq_len_q,
+                       problem.seq_len_k, problem.scale, problem.causal);
+}
+
+// The head dim and tile shape chosen at run time, mapped onto the compiled instances.
+template <int HEAD_DIM>
+void launch_head_dim(const float* Q, const float* K, const float* V, float* O, float* L,
+                     const DeviceProblem& problem) {
+  const TileShape t = problem.tile;
+  if (t == TileShape{64, 64}) return launch_tile<HEAD_DIM, 64, 64>(Q, K, V, O, L, problem);
+  if (t == TileShape{32, 64}) return launch_tile<HEAD_DIM, 32, 64>(Q, K, V, O, L, problem);
+  if (t == TileShape{64, 32}) return launch_tile<HEAD_DIM, 64, 32>(Q, K, V, O, L, problem);
+  throw std::invalid_argument("flash_attention_2: tile shape not compiled (see kTileShapes)");
+}
+
+void launch_flash_attention_2(const float* Q, const float* K, const float* V, float* O, float* L,
+                              const DeviceProblem& problem) {
+  switch (problem.head_dim) {
+    case 32: return launch_head_dim<32>(Q, K, V, O, L, problem);
+    case 64: return launch_head_dim<64>(Q, K, V, O, L, problem);
+    case 128: return launch_head_dim<128>(Q, K, V, O, L, problem);
+    default: throw std::invalid_argument("flash_attention_2: head_dim not compiled (see kHeadDims)");
+  }
+}
+
+DeviceRun run_flash_attention_2(std::span<const float> Q, std::span<const float> K,
+                                std::span<const float> V, const DeviceProblem& problem) {
+  simt::DeviceBuffer<float> dQ(Q), dK(K), dV(V);
+  simt::DeviceBuffer<float> dO(Q.size());
+  simt::DeviceBuffer<float> dL(static_cast<std::size_t>(problem.batch_heads) * problem.seq_len_q);
+  dO.fill(std::numeric_limits<float>::quiet_NaN());  // an unwritten output cannot pass for a result
+  dL.fill(std::numeric_limits<float>::quiet_NaN());
+
+  const auto start = std::chrono::steady_clock::now();
+  launch_flash_attention_2(dQ.data(), dK.data(), dV.data(), dO.data(), dL.data(), problem);
+  const std::chrono::duration<double, std::milli> elapsed = std::chrono::steady_clock::now() - start;
+
+  return {dO.to_host(), dL.to_host(), elapsed.count()};
+}
+
+}  // namespace ch05::SIMT_BACKEND

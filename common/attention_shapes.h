@@ -1,0 +1,60 @@
+// The shapes and conventions that every attention chapter (03, 04, 05) shares.
+//
+//   Q: [batch, heads, seq_len_q, head_dim]     O: [batch, heads, seq_len_q, head_dim]
+//   K: [batch, heads, seq_len_k, head_dim]     L: [batch, heads, seq_len_q]  (row logsumexp)
+//   V: [batch, heads, seq_len_k, head_dim]
+//   O = softmax(Q K^T * scale) V, scale = 1/sqrt(head_dim) unless given.
+//
+// Causal mask, aligned to the bottom right as FlashAttention 2.1+ does: query i sees the keys
+// j <= i + seq_len_k - seq_len_q. With equal lengths that is j <= i; with seq_len_q > seq_len_k the
+// first seq_len_q - seq_len_k rows see no key at all, and by DESIGN.md their output is zeros and
+// their L is -inf. (A decoding step, one query against all earlier keys, is seq_len_q = 1: the
+// query sees every key.)
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "common/tensor.h"
+
+namespace fa {
+
+struct AttentionShape {
+  std::size_t batch = 0;
+  std::size_t heads = 0;
+  std::size_t seq_len_q = 0;
+  std::size_t seq_len_k = 0;
+  std::size_t head_dim = 0;
+};
+
+// Checks that Q, K and V fit together and are not empty, and returns the problem's sizes.
+// Throws std::invalid_argument saying which tensor is wrong and what was expected.
+inline AttentionShape check_attention_shapes(const Shape4& q, const Shape4& k, const Shape4& v) {
+  auto fail = [&](const std::string& what) {
+    throw std::invalid_argument(fmt::format("attention shapes: {} (Q {}, K {}, V {})", what, q.str(),
+                                            k.str(), v.str()));
+  };
+  if (q.size() == 0 || k.size() == 0) {
+    fail("every dimension must be at least 1");
+  }
+  if (k != v) fail("K and V must have the same shape");
+  if (q.batch != k.batch || q.heads != k.heads) fail("Q, K and V must have the same batch and heads");
+  if (q.head_dim != k.head_dim) fail("Q and K must have the same head_dim");
+  return {q.batch, q.heads, q.seq_len, k.seq_len, q.head_dim};
+}
+
+// The default softmax scale, 1/sqrt(head_dim) (Vaswani et al. 2017, section 3.2.1).
+inline double default_scale(std::size_t head_dim) { return 1.0 / std::sqrt(static_cast<double>(head_dim)); }
+
+// How many keys query row i may see under the causal mask above: min(i + seq_len_k - seq_len_q + 1,
+// seq_len_k), or 0 when that is negative. Keys 0 .. visible-1 are seen; the rest are masked.
+inline std::size_t causal_visible_keys(std::size_t i, std::size_t seq_len_q, std::size_t seq_len_k) {
+  if (i + seq_len_k + 1 <= seq_len_q) return 0;
+  const std::size_t visible = i + seq_len_k + 1 - seq_len_q;
+  return visible < seq_len_k ? visible : seq_len_k;
+}
+
+}  // namespace fa

@@ -1,0 +1,52 @@
+// NumPy .npy files of attention tensors: float32, C order, 4-D [batch, heads, seq_len, head_dim].
+//
+// The demos of chapters 04 and 05 take --q q.npy --k k.npy --v v.npy --out o.npy, so that a reader
+// can run them on tensors made in NumPy or PyTorch (np.save("q.npy", q.numpy())) and compare the
+// output with torch.nn.functional.scaled_dot_product_attention.
+//
+// The file (NumPy's format, versions 1.0, 2.0 and 3.0):
+//   1. magic        6 bytes, "\x93NUMPY"
+//   2. version      2 bytes, major and minor: 1.0, 2.0 or 3.0
+//   3. HEADER_LEN   little-endian unsigned: 2 bytes in 1.0, 4 bytes in 2.0 and 3.0
+//   4. header       HEADER_LEN bytes of a Python dict literal, padded with spaces and ended by '\n':
+//                   {'descr': '<f4', 'fortran_order': False, 'shape': (2, 8, 1024, 64), }
+//                   (latin-1 in 1.0 and 2.0, UTF-8 in 3.0; this reader needs only its ASCII)
+//   5. data         the values, C order, little-endian float32: 4 * product(shape) bytes, to the end
+//
+// This reader accepts exactly descr '<f4', fortran_order False and a 4-D shape; the keys may come
+// in any order, with any whitespace and a trailing comma; an integer may carry Python 2's 'L'
+// suffix (files written by NumPy under Python 2). Anything else is refused with a message that
+// names the file and what is wrong; no input, however malformed, makes it crash, hang or allocate
+// more than the file's size (the data size is checked against the file before anything is read).
+//
+// Source: NumPy's format description, numpy.lib.format ("Format Version 1.0", "2.0", "3.0").
+#pragma once
+
+#include <istream>
+#include <string>
+
+#include "common/tensor.h"
+
+namespace fa {
+
+// Reads a .npy file holding a float32, C-order, 4-D array. Returns it as a Tensor4 whose shape is
+// the file's [batch, heads, seq_len, head_dim] (dimensions of 0 are allowed: the caller checks
+// what it needs). Throws std::runtime_error, the message starting with the path, when the file
+// cannot be opened, is not a .npy file, has another dtype ("q.npy: dtype '<f8' is not supported:
+// expected '<f4' (float32, little-endian) ..."), Fortran order, a shape that is not 4-D or has a
+// negative dimension, or fewer or more data bytes than its shape needs.
+Tensor4<float> read_npy_f32_4d(const std::string& path);
+
+// The same, from a stream positioned at the start of the file (it must be seekable: the size of
+// what follows is checked before the data is read). `name` starts every error message.
+Tensor4<float> read_npy_f32_4d(std::istream& in, const std::string& name);
+
+// Writes t as a .npy file: format version 1.0, descr '<f4', fortran_order False, shape
+// (batch, heads, seq_len, head_dim), the header padded so that the data starts at a multiple of 64
+// bytes, as NumPy does. Throws std::runtime_error naming the path when the file cannot be written.
+void write_npy_f32(const std::string& path, const Tensor4<float>& t);
+
+// The same, to a stream. `name` starts every error message.
+void write_npy_f32(std::ostream& out, const Tensor4<float>& t, const std::string& name);
+
+}  // namespace fa

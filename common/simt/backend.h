@@ -1,0 +1,17 @@
+// SIMT_BACKEND: the name of the backend this translation unit is compiled for.
+//
+//   gpu  under nvcc (__CUDACC__): kernels run on an NVIDIA GPU through the CUDA runtime;
+//   cpu  under the host C++ compiler: kernels run on the CPU through common/simt.
+//
+// Everything of simt's host API lives in `namespace simt { inline namespace SIMT_BACKEND { ... } }`,
+// and chapter kernels in `namespace chNN::SIMT_BACKEND { ... }`. A program can then link one
+// translation unit compiled by g++ and one compiled by nvcc from the same kernel source: the two
+// copies are simt::cpu::launch and simt::gpu::launch, chNN::cpu::kernel and chNN::gpu::kernel, and
+// no definition clashes with the other.
+#pragma once
+
+#if defined(__CUDACC__)
+#define SIMT_BACKEND gpu
+#else
+#define SIMT_BACKEND cpu
+#endif

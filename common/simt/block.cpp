@@ -1,0 +1,519 @@
+// The block scheduler (block.h): CUDA threads as fibers, a counting barrier over live threads, warp
+// shuffles through a per-warp rendezvous. Step comments point at the numbered lines of block.h.
+//
+// ThreadSanitizer: this file is compiled without TSan's instrumentation (see fiber.cpp). A fiber
+// switches to the host without synchronisation, so TSan sees the CUDA threads of a block as
+// unsynchronised threads; the happens-before edges CUDA does promise are added by hand:
+//   - __syncthreads(): every thread releases a token before it waits and acquires it after. The
+//     token alternates between two addresses with the barrier's parity: with one address, a thread
+//     that leaves barrier k early and reaches barrier k+1 would release into the token that a
+//     slower thread still acquires for barrier k, and hide a race between the two barriers.
+//   - end of block: each thread releases `block_done_` as it finishes, and the host acquires it
+//     once the whole block is done, so the next block (which reuses the same shared memory) and
+//     the caller of simt::launch see everything the block wrote.
+//   - an exception thrown in a kernel: the thread releases its `error` before it finishes, and
+//     the host acquires it before it reads the message.
+#include "common/simt/block.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "common/simt/fiber.h"
+#include "common/simt/launch_rules.h"
+
+#if defined(__SANITIZE_THREAD__) || SIMT_TSAN_ANNOTATIONS
+#include <sanitizer/tsan_interface.h>
+#define SIMT_TSAN_ACQUIRE(address) __tsan_acquire(address)
+#define SIMT_TSAN_RELEASE(address) __tsan_release(address)
+#else
+#define SIMT_TSAN_ACQUIRE(address) ((void)(address))
+#define SIMT_TSAN_RELEASE(address) ((void)(address))
+#endif
+
+namespace simt {
+inline namespace cpu {
+namespace detail {
+namespace {
+
+constexpr unsigned lanes_per_warp = 32;
+constexpr unsigned full_mask = 0xffffffffu;
+
+// Thrown into the CUDA threads of a failed block to unwind their stacks; caught in thread_body.
+struct Cancelled {};
+
+enum class State { ready, running, at_barrier, at_shuffle, finished };
+
+class BlockRunner;
+
+// One CUDA thread: its fiber, its index, and what it waits for.
+struct CudaThread {
+  BlockRunner* runner = nullptr;
+  std::unique_ptr<Fiber> fiber;
+  unsigned linear = 0;  // x + y * blockDim.x + z * blockDim.x * blockDim.y
+  uint3 idx{0, 0, 0};
+  State state = State::ready;
+  bool started = false;   // has begun the kernel in this block
+  bool cancel = false;    // the block failed: unwind at the next barrier or shuffle
+  unsigned barriers = 0;  // barriers passed in this block; its parity picks the TSan token
+  std::source_location site;  // the __syncthreads() or shuffle it waits at
+  ShuffleMode shuffle_mode = ShuffleMode::idx;
+  std::uint64_t shuffle_value = 0;   // this lane's value
+  unsigned shuffle_source = 0;       // the lane it reads
+  std::uint64_t shuffle_result = 0;  // what it reads
+  std::exception_ptr error;          // thrown by the kernel
+};
+
+struct Warp {
+  unsigned size = 0;     // lanes that exist (fewer than 32 in a block's last, partial warp)
+  unsigned live = 0;     // lanes that have not finished the kernel
+  unsigned arrived = 0;  // lanes waiting at a shuffle
+};
+
+thread_local CudaThread* current = nullptr;  // the CUDA thread running on this host thread
+
+// "dir/file.cuh:42": the last two parts of the path are enough to find the line.
+std::string where(const std::source_location& site) {
+  const std::string_view path = site.file_name();
+  std::size_t cut = path.rfind('/');
+  if (cut != std::string_view::npos && cut > 0) cut = path.rfind('/', cut - 1);
+  const std::string_view shown = cut == std::string_view::npos ? path : path.substr(cut + 1);
+  return std::string(shown) + ":" + std::to_string(site.line());
+}
+
+bool same_site(const std::source_location& a, const std::source_location& b) {
+  return a.line() == b.line() && a.column() == b.column() &&
+         (a.file_name() == b.file_name() || std::strcmp(a.file_name(), b.file_name()) == 0);
+}
+
+const char* shuffle_name(ShuffleMode mode) {
+  switch (mode) {
+    case ShuffleMode::idx: return "__shfl_sync";
+    case ShuffleMode::up: return "__shfl_up_sync";
+    case ShuffleMode::down: return "__shfl_down_sync";
+    case ShuffleMode::bfly: return "__shfl_xor_sync";
+  }
+  return "a shuffle";
+}
+
+// SplitMix64 (Steele, Lea, Flood, "Fast splittable pseudorandom number generators", 2014): a few
+// instructions, and every seed gives a well-mixed sequence.
+std::uint64_t splitmix64(std::uint64_t& state) {
+  std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+void thread_body(void* arg);
+
+class BlockRunner {
+ public:
+  void run(const GridLaunch& launch, uint3 block_idx);
+  void barrier(CudaThread& t, const std::source_location& site);
+  std::uint64_t shuffle(CudaThread& t, ShuffleMode mode, std::uint64_t bits, unsigned source,
+                        const std::source_location& site);
+  const GridLaunch& launch() const { return *launch_; }
+  char* block_done_token() { return &block_done_; }
+
+ private:
+  void prepare(const GridLaunch& launch, uint3 block_idx);
+  const std::vector<unsigned>& order(unsigned round);
+  void step(CudaThread& t);
+  void complete_shuffle(unsigned warp);
+  std::optional<std::string> why_stuck() const;
+  void release_barrier();
+  void cancel_started_threads();
+  void fail(std::string what);
+  std::string block_name() const;
+
+  std::vector<std::unique_ptr<CudaThread>> pool_;  // grows to the largest block seen; reused
+  std::vector<Warp> warps_;
+  std::vector<unsigned> order_;
+  const GridLaunch* launch_ = nullptr;
+  uint3 block_idx_{0, 0, 0};
+  std::uint64_t block_linear_ = 0;
+  unsigned threads_ = 0;     // in this block
+  unsigned live_ = 0;        // threads that have not finished
+  unsigned finished_ = 0;    // threads that have finished
+  unsigned ready_ = 0;       // threads that can run
+  unsigned at_barrier_ = 0;  // threads waiting at __syncthreads()
+  unsigned at_other_barrier_ = 0;  // of those, how many wait at another one than the first
+  std::source_location barrier_site_;  // where the first of them waits
+  std::optional<std::string> failure_;
+  std::unique_ptr<std::byte[]> shared_;  // dynamic shared memory, exactly the launch's size
+  std::size_t shared_bytes_ = 0;
+  bool shared_allocated_ = false;
+  char barrier_token_[2] = {};  // TSan: the barrier's release/acquire addresses, by parity
+  char block_done_ = 0;         // TSan: the end-of-block release/acquire address
+};
+
+thread_local BlockRunner this_thread_runner;
+
+void BlockRunner::prepare(const GridLaunch& launch, uint3 block_idx) {
+  launch_ = &launch;
+  block_idx_ = block_idx;
+  block_linear_ = block_idx.x + std::uint64_t{launch.grid.x} * (block_idx.y + std::uint64_t{launch.grid.y} * block_idx.z);
+  const dim3 b = launch.block;
+  threads_ = b.x * b.y * b.z;
+
+  while (pool_.size() < threads_) {
+    auto t = std::make_unique<CudaThread>();
+    t->runner = this;
+    const std::string name = "simt CUDA thread " + std::to_string(pool_.size());
+    t->fiber = std::make_unique<Fiber>(&thread_body, t.get(), name.c_str());
+    pool_.push_back(std::move(t));
+  }
+
+  builtin::blockIdx = block_idx;
+  builtin::blockDim = launch.block;
+  builtin::gridDim = launch.grid;
+
+  // Dynamic shared memory at its exact size (so AddressSanitizer sees a read past its end), filled
+  // with 0xff bytes: NaN as a float or a double, -1 as an int. A read before the block has written
+  // it shows up in the results.
+  if (!shared_allocated_ || shared_bytes_ != launch.dynamic_shared_bytes) {
+    shared_.reset(new std::byte[launch.dynamic_shared_bytes]);
+    shared_bytes_ = launch.dynamic_shared_bytes;
+    shared_allocated_ = true;
+  }
+  std::memset(shared_.get(), 0xff, shared_bytes_);
+  dynamic_shared_memory = shared_.get();
+
+  for (unsigned i = 0; i < threads_; ++i) {  // line 1: every thread is ready
+    CudaThread& t = *pool_[i];
+    t.linear = i;
+    t.idx = {i % b.x, (i / b.x) % b.y, i / (b.x * b.y)};
+    t.state = State::ready;
+    t.started = false;
+    t.cancel = false;
+    t.barriers = 0;
+    t.error = nullptr;
+  }
+  warps_.assign((threads_ + lanes_per_warp - 1) / lanes_per_warp, Warp{});
+  for (unsigned w = 0; w < warps_.size(); ++w) {
+    const unsigned size = std::min(lanes_per_warp, threads_ - w * lanes_per_warp);
+    warps_[w] = {size, size, 0};
+  }
+  live_ = threads_;
+  finished_ = 0;
+  ready_ = threads_;
+  at_barrier_ = 0;
+  at_other_barrier_ = 0;
+  failure_.reset();
+
+  order_.resize(threads_);
+  for (unsigned i = 0; i < threads_; ++i) {
+    order_[i] = launch.schedule.schedule == Schedule::reverse ? threads_ - 1 - i : i;
+  }
+}
+
+// The order of this round: fixed for in_order and reverse; for random, a permutation drawn from
+// (seed, block, round) alone, so that the run does not depend on which host thread runs the block.
+const std::vector<unsigned>& BlockRunner::order(unsigned round) {
+  if (launch_->schedule.schedule != Schedule::random) return order_;
+  std::uint64_t state = launch_->schedule.seed;
+  state = splitmix64(state) ^ block_linear_;
+  state = splitmix64(state) ^ round;
+  for (unsigned i = 0; i < threads_; ++i) order_[i] = i;
+  for (unsigned i = threads_ - 1; i > 0; --i) {  // Fisher-Yates shuffle
+    const auto j = static_cast<unsigned>(splitmix64(state) % (i + 1));
+    std::swap(order_[i], order_[j]);
+  }
+  return order_;
+}
+
+void BlockRunner::run(const GridLaunch& launch, uint3 block_idx) {
+  prepare(launch, block_idx);
+  unsigned round = 0;
+  while (live_ > 0 && !failure_) {  // line 2
+    if (ready_ == 0) {              // line 3: every unfinished thread waits
+      if (auto problem = why_stuck()) {
+        fail(*problem);  // line 4
+        break;
+      }
+      release_barrier();  // line 5
+    }
+    for (unsigned i : order(round++)) {  // line 6
+      CudaThread& t = *pool_[i];
+      if (t.state == State::ready) step(t);
+      if (failure_) break;
+    }
+  }
+  if (failure_) cancel_started_threads();
+  SIMT_TSAN_ACQUIRE(&block_done_);
+  if (failure_) throw std::runtime_error(*failure_);
+}
+
+// Resumes one CUDA thread until it waits or finishes, and counts where it went.
+void BlockRunner::step(CudaThread& t) {
+  --ready_;
+  t.state = State::running;
+  t.started = true;
+  builtin::threadIdx = t.idx;
+  current = &t;
+  t.fiber->resume();
+  current = nullptr;
+
+  Warp& warp = warps_[t.linear / lanes_per_warp];
+  switch (t.state) {
+    case State::at_barrier:
+      if (at_barrier_++ == 0) {
+        barrier_site_ = t.site;
+      } else if (!same_site(t.site, barrier_site_)) {
+        ++at_other_barrier_;
+      }
+      break;
+    case State::at_shuffle:
+      if (++warp.arrived == warp.live) complete_shuffle(t.linear / lanes_per_warp);  // line 7
+      break;
+    case State::finished:
+      --live_;
+      ++finished_;
+      --warp.live;
+      if (t.error) {
+        SIMT_TSAN_ACQUIRE(&t.error);  // the exception was made on the fiber: see its contents
+        std::string what = "unknown exception";
+        try {
+          std::rethrow_exception(t.error);
+        } catch (const std::exception& e) {
+          what = e.what();
+        } catch (...) {
+        }
+        fail("thread " + rules::str3(t.idx) + " stopped with an error: " + what);
+      } else if (warp.arrived > 0 && warp.arrived == warp.live) {
+        complete_shuffle(t.linear / lanes_per_warp);  // line 7: the others were waiting for it
+      }
+      break;
+    case State::ready:
+    case State::running:
+      fail("internal error: a CUDA thread returned to the scheduler without waiting or finishing");
+      break;
+  }
+}
+
+// line 7: every unfinished lane of `warp` waits at a shuffle; each reads its source lane's value.
+void BlockRunner::complete_shuffle(unsigned warp) {
+  Warp& w = warps_[warp];
+  const unsigned first = warp * lanes_per_warp;
+  const CudaThread* leader = nullptr;
+  for (unsigned lane = 0; lane < w.size; ++lane) {
+    CudaThread& t = *pool_[first + lane];
+    if (t.state != State::at_shuffle) continue;
+    if (leader == nullptr) leader = &t;
+    if (!same_site(t.site, leader->site)) {
+      return fail("the lanes of warp " + std::to_string(warp) + " wait at different shuffles: lane " +
+                  std::to_string(leader->linear - first) + " at " + shuffle_name(leader->shuffle_mode) +
+                  " (" + where(leader->site) + "), lane " + std::to_string(lane) + " at " +
+                  shuffle_name(t.shuffle_mode) + " (" + where(t.site) + "); with the full mask every "
+                  "lane must call the same shuffle");
+    }
+    const unsigned source = t.shuffle_source;
+    if (source >= w.size) {
+      return fail("lane " + std::to_string(lane) + " of warp " + std::to_string(warp) + " reads lane " +
+                  std::to_string(source) + " in " + shuffle_name(t.shuffle_mode) + " (" + where(t.site) +
+                  "), which does not exist: the block has " + std::to_string(threads_) +
+                  " threads, so this warp has " + std::to_string(w.size) +
+                  " lanes (on a GPU the value is undefined)");
+    }
+    const CudaThread& from = *pool_[first + source];
+    if (from.state != State::at_shuffle) {
+      return fail("lane " + std::to_string(lane) + " of warp " + std::to_string(warp) + " reads lane " +
+                  std::to_string(source) + " in " + shuffle_name(t.shuffle_mode) + " (" + where(t.site) +
+                  "), which has already finished the kernel (on a GPU the value is undefined)");
+    }
+    t.shuffle_result = from.shuffle_value;
+  }
+  for (unsigned lane = 0; lane < w.size; ++lane) {
+    CudaThread& t = *pool_[first + lane];
+    if (t.state == State::at_shuffle) t.state = State::ready;
+  }
+  ready_ += w.arrived;
+  w.arrived = 0;
+}
+
+// line 4: nothing can run. Says why that is an error, or nothing when it is an ordinary barrier.
+std::optional<std::string> BlockRunner::why_stuck() const {
+  // A warp whose shuffle cannot complete: some of its lanes wait at a barrier instead.
+  for (unsigned w = 0; w < warps_.size(); ++w) {
+    if (warps_[w].arrived == 0) continue;
+    const CudaThread* shuffling = nullptr;
+    const CudaThread* waiting = nullptr;
+    for (unsigned lane = 0; lane < warps_[w].size; ++lane) {
+      const CudaThread& t = *pool_[w * lanes_per_warp + lane];
+      if (t.state == State::at_shuffle && shuffling == nullptr) shuffling = &t;
+      if (t.state == State::at_barrier && waiting == nullptr) waiting = &t;
+    }
+    const unsigned at_shuffle = warps_[w].arrived;
+    if (shuffling == nullptr || waiting == nullptr) return "internal error: a warp shuffle is stuck";
+    return std::to_string(at_shuffle) + " of the " + std::to_string(warps_[w].live) +
+           " unfinished lanes of warp " + std::to_string(w) + " arrived at " +
+           shuffle_name(shuffling->shuffle_mode) + " (" + where(shuffling->site) + "); " +
+           std::to_string(warps_[w].live - at_shuffle) + " wait at __syncthreads() (" +
+           where(waiting->site) + "). With the full mask every unfinished lane of the warp must "
+           "call the same shuffle (on a GPU this is undefined behaviour)";
+  }
+  // Every unfinished thread waits at a barrier. It is the same barrier for all, and nobody has
+  // finished the kernel: an ordinary __syncthreads().
+  if (finished_ == 0 && at_other_barrier_ == 0) return std::nullopt;
+  const CudaThread* first = nullptr;
+  unsigned arrived = 0;
+  const CudaThread* elsewhere = nullptr;
+  unsigned elsewhere_count = 0;
+  for (unsigned i = 0; i < threads_; ++i) {
+    const CudaThread& t = *pool_[i];
+    if (t.state != State::at_barrier) continue;
+    if (first == nullptr) first = &t;
+    if (same_site(t.site, first->site)) {
+      ++arrived;
+    } else {
+      if (elsewhere == nullptr) elsewhere = &t;
+      ++elsewhere_count;
+    }
+  }
+  if (finished_ == 0 && elsewhere_count == 0) return std::nullopt;
+  std::string report = "a __syncthreads() that not every thread of the block reaches: " +
+                       std::to_string(arrived) + " of " + std::to_string(threads_) +
+                       " threads arrived at __syncthreads() (" + where(first->site) + ")";
+  if (finished_ > 0) {
+    report += "; " + std::to_string(finished_) + " exited (returned from the kernel) without reaching it";
+  }
+  if (elsewhere_count > 0) {
+    report += "; " + std::to_string(elsewhere_count) + " wait at another __syncthreads() (" +
+              where(elsewhere->site) + ")";
+  }
+  return report + ". Every thread of a block must reach the same __syncthreads() (on a GPU this is "
+                  "undefined behaviour: a hang or wrong results)";
+}
+
+// line 5: every thread waits at the same barrier; all continue.
+void BlockRunner::release_barrier() {
+  for (unsigned i = 0; i < threads_; ++i) {
+    CudaThread& t = *pool_[i];
+    if (t.state == State::at_barrier) t.state = State::ready;
+  }
+  ready_ = at_barrier_;
+  at_barrier_ = 0;
+  at_other_barrier_ = 0;
+}
+
+// After a failure: unwind every thread that is in the middle of the kernel (it throws Cancelled
+// from its __syncthreads() or shuffle), so that each fiber is idle again and can be reused.
+void BlockRunner::cancel_started_threads() {
+  for (unsigned i = 0; i < threads_; ++i) {
+    CudaThread& t = *pool_[i];
+    if (!t.started || t.state == State::finished) continue;
+    t.cancel = true;
+    builtin::threadIdx = t.idx;
+    current = &t;
+    t.fiber->resume();
+    current = nullptr;
+  }
+}
+
+void BlockRunner::fail(std::string what) {
+  if (!failure_) failure_ = "simt: kernel " + std::string(launch_->kernel_name) + ", " + block_name() + ": " + what;
+}
+
+std::string BlockRunner::block_name() const {
+  return "block " + rules::str3(block_idx_) + " of grid " + rules::str3(launch_->grid);
+}
+
+// Kernel side (runs on the fiber of `t`): wait at __syncthreads() until the host releases the block.
+void BlockRunner::barrier(CudaThread& t, const std::source_location& site) {
+  if (t.cancel) throw Cancelled{};
+  t.site = site;
+  t.state = State::at_barrier;
+  SIMT_TSAN_RELEASE(&barrier_token_[t.barriers % 2]);
+  t.fiber->suspend();
+  if (t.cancel) throw Cancelled{};
+  SIMT_TSAN_ACQUIRE(&barrier_token_[t.barriers % 2]);
+  ++t.barriers;
+}
+
+// Kernel side: leave this lane's value, wait until the whole warp has, read the source lane's.
+std::uint64_t BlockRunner::shuffle(CudaThread& t, ShuffleMode mode, std::uint64_t bits,
+                                   unsigned source, const std::source_location& site) {
+  if (t.cancel) throw Cancelled{};
+  t.site = site;
+  t.shuffle_mode = mode;
+  t.shuffle_value = bits;
+  t.shuffle_source = source;
+  t.state = State::at_shuffle;
+  t.fiber->suspend();
+  if (t.cancel) throw Cancelled{};
+  return t.shuffle_result;
+}
+
+// The body of every fiber: the kernel, for one CUDA thread of one block.
+void thread_body(void* arg) {
+  CudaThread& t = *static_cast<CudaThread*>(arg);
+  try {
+    const GridLaunch& launch = t.runner->launch();
+    launch.invoke(launch.params);
+  } catch (const Cancelled&) {
+    // the block failed elsewhere; this thread's stack is unwound, nothing to report
+  } catch (...) {
+    t.error = std::current_exception();
+    SIMT_TSAN_RELEASE(&t.error);
+  }
+  t.state = State::finished;
+  SIMT_TSAN_RELEASE(t.runner->block_done_token());
+}
+
+CudaThread& current_thread(const char* what) {
+  if (current == nullptr) {
+    throw std::logic_error(std::string(what) +
+                           " called outside a kernel: only code run by simt::launch may call it");
+  }
+  return *current;
+}
+
+}  // namespace
+
+void run_block(const GridLaunch& launch, uint3 block_idx) { this_thread_runner.run(launch, block_idx); }
+
+bool in_kernel() { return current != nullptr; }
+
+void syncthreads(const std::source_location& site) {
+  CudaThread& t = current_thread("__syncthreads()");
+  t.runner->barrier(t, site);
+}
+
+std::uint64_t shuffle(ShuffleMode mode, unsigned mask, std::uint64_t bits, int operand, int width,
+                      const std::source_location& site) {
+  CudaThread& t = current_thread(shuffle_name(mode));
+  if (mask != full_mask) {
+    throw std::invalid_argument(std::string(shuffle_name(mode)) + " (" + where(site) +
+                                "): mask " + std::to_string(mask) +
+                                " is not supported on the CPU; use the full mask 0xffffffff");
+  }
+  if (width < 1 || width > 32 || (width & (width - 1)) != 0) {
+    throw std::invalid_argument(std::string(shuffle_name(mode)) + " (" + where(site) + "): width " +
+                                std::to_string(width) + "; accepted: 1, 2, 4, 8, 16 or 32");
+  }
+  // Which lane this one reads: PTX ISA, shfl.sync. Lanes form segments of `width`; a read that
+  // would leave the segment (up, down) or go past its end (bfly) returns this lane's own value.
+  const int lane = static_cast<int>(t.linear % lanes_per_warp);
+  const int first = lane & ~(width - 1);
+  const int last = first + width - 1;
+  const int b = operand & 31;
+  int source = lane;
+  switch (mode) {
+    case ShuffleMode::idx: source = first + (operand & (width - 1)); break;
+    case ShuffleMode::up: source = lane - b >= first ? lane - b : lane; break;
+    case ShuffleMode::down: source = lane + b <= last ? lane + b : lane; break;
+    case ShuffleMode::bfly: source = (lane ^ b) <= last ? (lane ^ b) : lane; break;
+  }
+  return t.runner->shuffle(t, mode, bits, static_cast<unsigned>(source), site);
+}
+
+}  // namespace detail
+}  // namespace cpu
+}  // namespace simt

@@ -1,0 +1,75 @@
+// DeviceBuffer<T> on the CPU: "device memory" that is host memory, so that the same host code
+// allocates, copies in, launches and copies out on both backends (gpu.h has the GPU one).
+//
+//   simt::DeviceBuffer<float> q(std::span<const float>(host_q));   // allocate and copy in
+//   simt::DeviceBuffer<float> o(n);                                 // uninitialised
+//   o.fill(NAN);                                                    // poison the output
+//   simt::launch<kernel>(grid, block, 0, q.data(), o.data(), n);
+//   std::vector<float> out = o.to_host();
+//
+// The memory is one allocation of exactly size() elements, so AddressSanitizer reports a kernel
+// that reads or writes past its end. "Uninitialised" memory is filled with 0xff bytes (NaN for
+// float and double) so that a run never depends on what the allocator left there.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+#include <memory>
+#include <span>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "common/simt/backend.h"
+#include "common/simt/launch_rules.h"
+
+namespace simt {
+inline namespace cpu {
+
+template <class T>
+class DeviceBuffer {
+  static_assert(std::is_trivially_copyable_v<T>, "device memory holds trivially copyable values");
+
+ public:
+  // `count` elements, filled with 0xff bytes. Throws std::bad_alloc if there is no memory.
+  explicit DeviceBuffer(std::size_t count) : data_(new T[count]), size_(count) {
+    std::memset(static_cast<void*>(data_.get()), 0xff, count * sizeof(T));
+  }
+  // A copy of `host`.
+  explicit DeviceBuffer(std::span<const T> host) : data_(new T[host.size()]), size_(host.size()) {
+    std::copy(host.begin(), host.end(), data_.get());
+  }
+  // Move-only; a moved-from buffer is empty.
+  DeviceBuffer(DeviceBuffer&& other) noexcept
+      : data_(std::move(other.data_)), size_(std::exchange(other.size_, 0)) {}
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept {
+    data_ = std::move(other.data_);
+    size_ = std::exchange(other.size_, 0);
+    return *this;
+  }
+
+  // Throws std::invalid_argument unless host.size() == size().
+  void copy_from_host(std::span<const T> host) {
+    rules::check_same_size("copy_from_host", size_, host.size());
+    std::copy(host.begin(), host.end(), data_.get());
+  }
+  // Throws std::invalid_argument unless host.size() == size().
+  void copy_to_host(std::span<T> host) const {
+    rules::check_same_size("copy_to_host", size_, host.size());
+    std::copy(data_.get(), data_.get() + size_, host.begin());
+  }
+  std::vector<T> to_host() const { return std::vector<T>(data_.get(), data_.get() + size_); }
+  void fill(const T& value) { std::fill(data_.get(), data_.get() + size_, value); }
+
+  T* data() { return data_.get(); }
+  const T* data() const { return data_.get(); }
+  std::size_t size() const { return size_; }
+
+ private:
+  std::unique_ptr<T[]> data_;
+  std::size_t size_ = 0;
+};
+
+}  // namespace cpu
+}  // namespace simt

@@ -1,0 +1,134 @@
+// Fibers over Boost.Context's fcontext layer, with the sanitizers told about every switch.
+//
+// Under ThreadSanitizer this file is compiled without TSan's instrumentation (CMakeLists.txt) and
+// with SIMT_TSAN_ANNOTATIONS=1: TSan must see no memory access of the scheduler between
+// __tsan_switch_to_fiber and the jump (it would charge it to the wrong fiber), and it must see the
+// scheduler's bookkeeping not at all (it would report it as races between fibers). What TSan needs
+// to know, it is told by the annotations below and in block.cpp.
+#include "common/simt/fiber.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include <boost/context/detail/fcontext.hpp>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define SIMT_ASAN 1
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#else
+#define SIMT_ASAN 0
+#endif
+
+#if defined(__SANITIZE_THREAD__) || SIMT_TSAN_ANNOTATIONS
+#define SIMT_TSAN 1
+#include <sanitizer/tsan_interface.h>
+#else
+#define SIMT_TSAN 0
+#endif
+
+namespace simt::cpu::detail {
+
+namespace fctx = boost::context::detail;
+
+// make_fcontext wants a plain function of transfer_t; this one unpacks it for Fiber::entry.
+struct FiberEntry {
+  static void start(fctx::transfer_t from) { Fiber::entry(from.fctx, static_cast<Fiber*>(from.data)); }
+};
+
+namespace {
+
+std::size_t page_bytes() {
+  static const std::size_t bytes = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  return bytes;
+}
+
+}  // namespace
+
+std::size_t Fiber::stack_bytes() { return (SIMT_ASAN || SIMT_TSAN) ? 256 * 1024 : 64 * 1024; }
+
+Fiber::Fiber(Body body, void* arg, const char* name) : body_(body), arg_(arg) {
+  // The stack, with one inaccessible page below it: the stack grows down, into the guard page.
+  mapping_bytes_ = page_bytes() + stack_bytes();
+  mapping_ = mmap(nullptr, mapping_bytes_, PROT_READ | PROT_WRITE,
+                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+  if (mapping_ == MAP_FAILED) {
+    mapping_ = nullptr;
+    throw std::runtime_error("simt: cannot map a fiber stack of " + std::to_string(mapping_bytes_) +
+                             " bytes: " + std::strerror(errno));
+  }
+  mprotect(mapping_, page_bytes(), PROT_NONE);
+  // Start each stack at a different offset within its page (0, 64, ..., 4032 bytes below the top):
+  // page-aligned tops would put the hot frames of all fibers in the same few cache sets, and a
+  // block of 256 fibers would evict itself on every round.
+  thread_local unsigned fibers_made = 0;
+  const std::size_t color = (fibers_made++ % 64) * 64;
+  char* top = static_cast<char*>(mapping_) + mapping_bytes_ - color;
+  context_ = fctx::make_fcontext(top, stack_bytes() - color, &FiberEntry::start);
+#if SIMT_TSAN
+  tsan_fiber_ = __tsan_create_fiber(0);
+  __tsan_set_fiber_name(tsan_fiber_, name);
+#else
+  (void)name;
+#endif
+}
+
+Fiber::~Fiber() {
+#if SIMT_TSAN
+  __tsan_destroy_fiber(tsan_fiber_);
+#endif
+  // The fiber is idle (suspended between two bodies): its stack holds nothing that needs a destructor.
+  if (mapping_ != nullptr) munmap(mapping_, mapping_bytes_);
+}
+
+void Fiber::resume() {
+#if SIMT_ASAN
+  void* host_fake_stack = nullptr;
+  __sanitizer_start_switch_fiber(&host_fake_stack, static_cast<char*>(mapping_) + page_bytes(),
+                                 stack_bytes());
+#endif
+#if SIMT_TSAN
+  tsan_host_ = __tsan_get_current_fiber();
+  // With synchronisation: what the host did before this switch (the block's setup, the kernel's
+  // arguments) happens before what the fiber does next.
+  __tsan_switch_to_fiber(tsan_fiber_, 0);
+#endif
+  const fctx::transfer_t back = fctx::jump_fcontext(context_, this);
+#if SIMT_ASAN
+  __sanitizer_finish_switch_fiber(host_fake_stack, nullptr, nullptr);
+#endif
+  context_ = back.fctx;
+}
+
+void Fiber::suspend() {
+#if SIMT_TSAN
+  // Without synchronisation: otherwise everything a CUDA thread did would happen before everything
+  // the next one does (through the host), and TSan could never see a missing barrier.
+  __tsan_switch_to_fiber(tsan_host_, __tsan_switch_to_fiber_no_sync);
+#endif
+#if SIMT_ASAN
+  __sanitizer_start_switch_fiber(&asan_fake_stack_, asan_host_bottom_, asan_host_size_);
+#endif
+  const fctx::transfer_t from = fctx::jump_fcontext(host_context_, nullptr);
+#if SIMT_ASAN
+  __sanitizer_finish_switch_fiber(asan_fake_stack_, &asan_host_bottom_, &asan_host_size_);
+#endif
+  host_context_ = from.fctx;
+}
+
+void Fiber::entry(void* from_context, Fiber* self) noexcept {
+#if SIMT_ASAN
+  __sanitizer_finish_switch_fiber(nullptr, &self->asan_host_bottom_, &self->asan_host_size_);
+#endif
+  self->host_context_ = from_context;
+  for (;;) {
+    self->body_(self->arg_);  // must not throw: nothing below this frame could catch it
+    self->suspend();
+  }
+}
+
+}  // namespace simt::cpu::detail

@@ -1,0 +1,58 @@
+// simt_bench: what a launch and a barrier cost on the CPU.
+//
+//   BM_empty_launch     one block of 32 threads that does nothing: the fixed cost of a launch
+//   BM_two_barriers     1024 blocks of 256 threads, two __syncthreads() each (the yardstick);
+//                       argument: host threads
+// Counters: launches/s, and barriers/s counted per block (one block-wide __syncthreads() = 1) and
+// per thread (one thread passing one barrier = 1).
+//
+//   build/default/bin/simt_bench
+#include <benchmark/benchmark.h>
+
+#include "common/simt/simt.h"
+
+namespace bench::SIMT_BACKEND {
+
+__global__ void empty_kernel() {}
+
+__global__ void two_barriers_kernel(float* out) {
+  __shared__ float tile[256];
+  tile[threadIdx.x] = static_cast<float>(threadIdx.x);
+  __syncthreads();
+  const float neighbour = tile[(threadIdx.x + 1) % blockDim.x];
+  __syncthreads();
+  tile[threadIdx.x] = neighbour;
+  if (threadIdx.x == 0) out[blockIdx.x] = tile[0];
+}
+
+}  // namespace bench::SIMT_BACKEND
+
+namespace {
+
+void BM_empty_launch(benchmark::State& state) {
+  simt::set_host_threads(static_cast<unsigned>(state.range(0)));
+  for (auto _ : state) simt::launch<bench::cpu::empty_kernel>(dim3(1), dim3(32), 0);
+  state.counters["launches/s"] = benchmark::Counter(static_cast<double>(state.iterations()),
+                                                    benchmark::Counter::kIsRate);
+  simt::reset_host_threads();
+}
+BENCHMARK(BM_empty_launch)->Arg(1)->Arg(2)->UseRealTime();
+
+void BM_two_barriers(benchmark::State& state) {
+  constexpr unsigned blocks = 1024, threads = 256, barriers = 2;
+  simt::set_host_threads(static_cast<unsigned>(state.range(0)));
+  simt::DeviceBuffer<float> out(blocks);
+  for (auto _ : state) {
+    simt::launch<bench::cpu::two_barriers_kernel>(dim3(blocks), dim3(threads), 0, out.data());
+  }
+  const auto launches = static_cast<double>(state.iterations());
+  state.counters["launches/s"] = benchmark::Counter(launches, benchmark::Counter::kIsRate);
+  state.counters["block_barriers/s"] =
+      benchmark::Counter(launches * blocks * barriers, benchmark::Counter::kIsRate);
+  state.counters["thread_barriers/s"] =
+      benchmark::Counter(launches * blocks * threads * barriers, benchmark::Counter::kIsRate);
+  simt::reset_host_threads();
+}
+BENCHMARK(BM_two_barriers)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+}  // namespace

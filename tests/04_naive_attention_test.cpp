@@ -1,0 +1,142 @@
+// Chapter 04 tests: the three naive kernels agree with chapter 03's CPU attention.
+//
+// Compiled twice: 04_naive_attention_test runs the kernels on the CPU through common/simt;
+// 04_naive_attention_gpu_test (FA_TEST_ON_GPU) runs the same cases on a GPU, and is SKIPPED
+// where there is none.
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <tuple>
+#include <vector>
+
+#include "attention_inputs.h"
+#include "catch.h"
+#include "chapters/03_online_weighted_sum/attention.h"
+#include "chapters/04_naive_attention/naive_attention.h"
+#include "common/attention_shapes.h"
+#include "common/compare.h"
+
+namespace {
+
+#if FA_TEST_ON_GPU
+constexpr fa::Device kDevice = fa::Device::gpu;
+#else
+constexpr fa::Device kDevice = fa::Device::cpu;
+#endif
+
+// Float32 kernels against chapter 03's float64 recurrence on the same float32 inputs. Each score
+// is a head_dim-term float dot product, rounded at every step (unit roundoff u = 6e-8), and each
+// weight, exp(s - m) / l, inherits the score's absolute error as a relative error; O averages
+// many such weights. With scores of order 1 the measured relative L2 error is a few 1e-7; 1e-6
+// leaves room for that and still fails at once for a wrong mask, index or normalisation (those
+// give errors of order 1e-2 to 1).
+constexpr double kRelL2 = 1e-6;
+
+struct Case {
+  std::size_t seq_len_q, seq_len_k, head_dim;
+  bool causal;
+};
+
+void check_case(const Case& c, std::uint64_t seed) {
+  const std::size_t batch = 2, heads = 3;  // so that a wrong batch or head index shows
+  const double scale = fa::default_scale(c.head_dim);
+  const auto in = fa_test::make_inputs(batch, heads, c.seq_len_q, c.seq_len_k, c.head_dim, scale,
+                                       fa_test::Scores::normal, seed);
+  const auto ref = ch03::attention(in.Q, in.K, in.V, {.scale = scale, .causal = c.causal});
+  const auto out = ch04::naive_attention(in.Q, in.K, in.V, {.scale = scale, .causal = c.causal}, kDevice);
+
+  const auto err = fa::compare(out.O.values, ref.O.values);
+  INFO("seq_len_q " << c.seq_len_q << ", seq_len_k " << c.seq_len_k << ", head_dim " << c.head_dim
+                    << (c.causal ? ", causal" : "") << ", seed " << seed << ": O " << fa::describe(err));
+  CHECK(err.rel_l2 <= kRelL2);
+
+  // Every row of P sums to 1, or is all zeros when the causal mask hides every key of the row.
+  for (std::size_t r = 0; r < batch * heads * c.seq_len_q; ++r) {
+    const std::size_t i = r % c.seq_len_q;
+    double sum = 0.0;
+    for (std::size_t j = 0; j < c.seq_len_k; ++j) sum += out.P[r * c.seq_len_k + j];
+    const bool sees_keys = !c.causal || fa::causal_visible_keys(i, c.seq_len_q, c.seq_len_k) > 0;
+    INFO("row " << r << " of P sums to " << sum);
+    // A float row sum of seq_len_k weights, each rounded once: within seq_len_k * u of 1.
+    if (sees_keys) REQUIRE(std::fabs(sum - 1.0) <= 1e-7 * static_cast<double>(c.seq_len_k) + 1e-7);
+    else REQUIRE(sum == 0.0);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("naive attention agrees with chapter 03 for every shape of the list", "[ch04]") {
+  const auto [seq_len_q, seq_len_k] = GENERATE(table<std::size_t, std::size_t>(
+      {{1, 1}, {1, 257}, {2, 2}, {31, 31}, {32, 32}, {33, 33}, {64, 64}, {113, 203}, {203, 113},
+       {256, 256}}));
+  const std::size_t head_dim = GENERATE(32u, 64u, 128u);
+  const bool causal = GENERATE(false, true);
+  check_case({seq_len_q, seq_len_k, head_dim, causal}, 4000 + seq_len_q * 7 + seq_len_k + head_dim);
+}
+
+TEST_CASE("naive attention works for any head_dim, not only the ones chapter 05 compiles", "[ch04]") {
+  const std::size_t head_dim = GENERATE(1u, 3u, 17u, 48u, 200u);
+  const bool causal = GENERATE(false, true);
+  check_case({37, 53, head_dim, causal}, 4100 + head_dim);
+}
+
+#if !FA_SANITIZER_BUILD
+// The longest case of the list; left out under the sanitizers, where it would take minutes.
+TEST_CASE("naive attention agrees with chapter 03 at seq_len 1000", "[ch04]") {
+  const std::size_t head_dim = GENERATE(32u, 64u, 128u);
+  const bool causal = GENERATE(false, true);
+  check_case({1000, 1000, head_dim, causal}, 4200 + head_dim);
+}
+#endif
+
+TEST_CASE("naive attention writes S and P as the chapter says", "[ch04]") {
+  const auto in = fa_test::make_inputs(1, 2, 5, 7, 8, 0.5, fa_test::Scores::normal, 4300);
+  const auto out = ch04::naive_attention(in.Q, in.K, in.V, {.scale = 0.5, .causal = true}, kDevice);
+  for (std::size_t h = 0; h < 2; ++h) {
+    for (std::size_t i = 0; i < 5; ++i) {
+      for (std::size_t j = 0; j < 7; ++j) {
+        const std::size_t at = (h * 5 + i) * 7 + j;
+        // query i sees keys j <= i + 7 - 5
+        if (j > i + 2) {
+          CHECK(out.S[at] == -std::numeric_limits<float>::infinity());
+          CHECK(out.P[at] == 0.0f);
+          continue;
+        }
+        double dot = 0.0;
+        for (std::size_t d = 0; d < 8; ++d) dot += double(in.Q.view()(0, h, i, d)) * in.K.view()(0, h, j, d);
+        // An 8-term float dot product of normal(0,1) numbers: error well under 1e-5.
+        CHECK(std::fabs(out.S[at] - 0.5 * dot) <= 1e-5);
+      }
+    }
+  }
+}
+
+TEST_CASE("rows that see no key give zeros, not NaN", "[ch04]") {
+  // seq_len_q > seq_len_k under the causal mask: the first 4 rows see nothing.
+  const auto in = fa_test::make_inputs(1, 1, 9, 5, 4, 0.5, fa_test::Scores::normal, 4400);
+  const auto out = ch04::naive_attention(in.Q, in.K, in.V, {.causal = true}, kDevice);
+  for (std::size_t i = 0; i < 9; ++i) {
+    for (std::size_t d = 0; d < 4; ++d) {
+      const float o = out.O.view()(0, 0, i, d);
+      INFO("row " << i << " column " << d << ": " << o);
+      CHECK(!std::isnan(o));
+      if (i < 4) CHECK(o == 0.0f);
+    }
+  }
+}
+
+TEST_CASE("NaN in the input reaches the outputs it touches", "[ch04]") {
+  auto in = fa_test::make_inputs(1, 1, 3, 4, 4, 0.5, fa_test::Scores::normal, 4500);
+  in.K.view()(0, 0, 2, 1) = std::numeric_limits<float>::quiet_NaN();  // key 2: every row sees it
+  const auto out = ch04::naive_attention(in.Q, in.K, in.V, {}, kDevice);
+  for (float o : out.O.values) CHECK(std::isnan(o));
+}
+
+TEST_CASE("naive attention refuses shapes that do not fit together", "[ch04]") {
+  const auto in = fa_test::make_inputs(1, 2, 4, 6, 8, 0.5, fa_test::Scores::normal, 4600);
+  const fa::Tensor4<float> wrong_dim(fa::Shape4{1, 2, 6, 4});
+  CHECK_THROWS_AS(ch04::naive_attention(in.Q, wrong_dim, wrong_dim, {}, kDevice), std::invalid_argument);
+  CHECK_THROWS_AS(ch04::naive_attention(in.Q, in.K, in.Q, {}, kDevice), std::invalid_argument);
+  CHECK_THROWS_AS(ch04::naive_attention(in.Q, in.K, in.V, {.scale = std::nan("")}, kDevice),
+                  std::invalid_argument);
+}

@@ -1,0 +1,57 @@
+// Test inputs for the attention chapters (04, 05): Q, K, V drawn from common/random.h so that the
+// scores land where a case wants them. Each tensor of a case gets its own seed.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include "common/random.h"
+#include "common/tensor.h"
+
+namespace fa_test {
+
+enum class Scores {
+  normal,    // Q, K, V ~ normal(0, 1): scores of order 1 with the default scale
+  large,     // scores of spread ~50 (Q, K scaled up): exp() of the raw scores would overflow float
+  very_low,  // every score below -100: exp() of the raw scores underflows to 0 in float
+};
+
+inline std::string to_string(Scores s) {
+  switch (s) {
+    case Scores::normal: return "normal";
+    case Scores::large: return "large";
+    case Scores::very_low: return "very_low";
+  }
+  return "?";
+}
+
+struct AttentionInputs {
+  fa::Tensor4<float> Q, K, V;
+};
+
+// Q: [batch, heads, seq_len_q, head_dim]; K, V: [batch, heads, seq_len_k, head_dim].
+inline AttentionInputs make_inputs(std::size_t batch, std::size_t heads, std::size_t seq_len_q,
+                                   std::size_t seq_len_k, std::size_t head_dim, double scale,
+                                   Scores kind, std::uint64_t seed) {
+  const fa::Shape4 q_shape{batch, heads, seq_len_q, head_dim};
+  const fa::Shape4 k_shape{batch, heads, seq_len_k, head_dim};
+  AttentionInputs in{fa::Tensor4<float>(q_shape, fa::normal<float>(q_shape.size(), seed)),
+                     fa::Tensor4<float>(k_shape, fa::normal<float>(k_shape.size(), seed + 1)),
+                     fa::Tensor4<float>(k_shape, fa::normal<float>(k_shape.size(), seed + 2))};
+  // A score is scale * sum_d q_d k_d; with q, k ~ normal(0, a^2) its spread is a^2 sqrt(d) scale.
+  const double spread_per_unit = std::sqrt(static_cast<double>(head_dim)) * std::fabs(scale);
+  if (kind == Scores::large) {
+    const auto a = static_cast<float>(std::sqrt(50.0 / spread_per_unit));
+    for (float& x : in.Q.values) x *= a;
+    for (float& x : in.K.values) x *= a;
+  } else if (kind == Scores::very_low) {
+    // q = c + noise, k = -c + noise: every score is about -c^2 d scale = -150, give or take a few.
+    const auto c = static_cast<float>(std::sqrt(150.0 / (static_cast<double>(head_dim) * std::fabs(scale))));
+    for (float& x : in.Q.values) x = c + 0.25f * x;
+    for (float& x : in.K.values) x = -c + 0.25f * x;
+  }
+  return in;
+}
+
+}  // namespace fa_test
