@@ -54,6 +54,8 @@ if(FA_SANITIZE STREQUAL "")
     endif()
     set(CMAKE_CUDA_STANDARD 20)
     set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+    # One CUDA runtime per program: the shared one, which fa_common links for gpu_available().
+    set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
     find_package(CUDAToolkit REQUIRED)
     set(FA_CUDA ON)
   endif()

@@ -1,0 +1,80 @@
+// figures/: the figures of docs/, drawn from the chapters' own functions.
+//
+// What this adds to the chapters: nothing they compute, only pictures of it. Every number in a
+// figure comes from a chapter's function (the chapter 02 trace, the chapter 03 recurrence, the
+// chapter 05 tile walks and traffic model) or, for figure 3's measured bars, from
+// docs/benchmarks.md, so a figure cannot disagree with the code: tests/figures_test.cpp
+// regenerates them and fails when they differ from the committed files.
+//
+// The figures, one function each (each returns the whole SVG file as a string):
+//   1. online-softmax.svg             online_softmax_figure(): animated; ch02::online_softmax_trace
+//                                     of the worked example (1, 3, 5, 2 in blocks of 2), then of a
+//                                     seeded random row
+//   2. flash-attention-2-tiles.svg    tiles_figure(): animated; ch05::walk_fa2 beside ch05::walk_fa1,
+//                                     tile by tile, with both byte counters
+//   3. hbm-traffic.svg                traffic_figure(): static; the seed's three sizes by
+//                                     ch05::traffic_row, on a log scale, and measured DRAM bytes
+//                                     when docs/benchmarks.md has them
+//   4. worked-example.svg             worked_example_figure(): static;
+//                                     ch03::trace_online_weighted_sum of the worked example
+//   5. write_figures() writes all four into a folder.
+//
+// Source: the seeds (the worked example; the traffic table, BF16, blocks of 128).
+// Run it: cmake --build build/default --target figures   (rewrites docs/figures/*.svg)
+//         or build/default/bin/make_figures <folder> [--benchmarks docs/benchmarks.md]
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "figures/measured_traffic.h"
+
+namespace figures {
+
+// The seed's worked example: four keys in blocks of two (the second seed, "Two blocks").
+inline const std::vector<double> worked_scores{1.0, 3.0, 5.0, 2.0};
+inline const std::vector<double> worked_values{10.0, 20.0, 30.0, 40.0};
+inline constexpr std::size_t worked_block = 2;
+
+// Figure 1's second row: random_row_length scores drawn by fa::normal(n, random_row_seed, 0,
+// random_row_stddev), in blocks of random_row_block. The seed was picked so that the max rises
+// more than once; std::normal_distribution differs between standard libraries, so another one
+// draws another row (figures_test says so when that is why figure 1 differs).
+inline constexpr std::size_t random_row_length = 32;
+inline constexpr std::size_t random_row_block = 4;
+inline constexpr std::uint64_t random_row_seed = 11;
+inline constexpr double random_row_stddev = 1.5;
+std::vector<double> random_row();
+
+// Figure 1 (online-softmax.svg). Never throws.
+std::string online_softmax_figure();
+
+// Figure 2 (flash-attention-2-tiles.svg). Never throws.
+std::string tiles_figure();
+
+// Figure 3 (hbm-traffic.svg). measured: the table read from docs/benchmarks.md, or nullopt where
+// there is none (the figure then says so). Never throws.
+std::string traffic_figure(const std::optional<MeasuredTraffic>& measured);
+
+// Figure 4 (worked-example.svg). Never throws.
+std::string worked_example_figure();
+
+// One figure file: its name in docs/figures/ and its content.
+struct Figure {
+  std::string name;
+  std::string svg;
+};
+
+// All four figures. benchmarks: the path of docs/benchmarks.md; a missing file means no
+// measurements. Throws std::invalid_argument when the file holds a measured table that cannot be
+// read (read_measured_traffic's message), std::runtime_error when it exists but cannot be read.
+std::vector<Figure> make_figures(const std::filesystem::path& benchmarks);
+
+// Writes make_figures(benchmarks) into folder (created if missing), one file each. Throws as
+// make_figures, and std::runtime_error naming the file when one cannot be written.
+void write_figures(const std::filesystem::path& folder, const std::filesystem::path& benchmarks);
+
+}  // namespace figures

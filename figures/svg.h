@@ -1,0 +1,186 @@
+// figures/svg.h: the little of SVG that the figures need, written by hand with fmt.
+//
+// Every number is printed by fmt with a fixed precision (coordinates to 0.1 px, animation values
+// to 0.01, key times to 1e-4), so the same inputs give the same bytes on every run:
+// tests/figures_test.cpp regenerates the figures and compares them with the committed ones.
+//
+// Animation is SVG's own (SMIL <animate>), so a figure plays in a browser and in a Markdown page
+// that shows it as an image, with no script. An animated figure runs one loop of `duration`
+// seconds, then starts over. Each animated attribute gets one <animate> that spans the whole loop:
+// a Track holds its value at key times, linear in between, with a jump where two keys share a
+// time. An element's attributes hold the value at the END of the loop, so a viewer without
+// animation (or a printout) shows the finished picture.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+namespace figures {
+
+// Colours: three steps of lightness that stay apart when printed in grey (grey levels 45, 121
+// and 218 of 255 by the usual 0.299 R + 0.587 G + 0.114 B), plus ink, hairlines and a background
+// band. A figure never tells two things apart by hue alone.
+inline constexpr std::string_view dark = "#1b2a6b";
+inline constexpr std::string_view mid = "#d95f02";
+inline constexpr std::string_view light = "#fdd49e";
+inline constexpr std::string_view ink = "#1a1a1a";
+inline constexpr std::string_view hairline = "#9a9a9a";
+inline constexpr std::string_view band = "#efefef";
+
+// A coordinate or length in pixels, to 0.1 px ("-0.0" printed as "0.0").
+inline std::string px(double v) {
+  if (std::fabs(v) < 0.05) v = 0.0;
+  return fmt::format("{:.1f}", v);
+}
+
+// Text made safe for XML: &, <, > and " escaped.
+inline std::string escape(std::string_view text) {
+  std::string out;
+  for (char ch : text) {
+    switch (ch) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += ch;
+    }
+  }
+  return out;
+}
+
+// <rect>. attributes: further attributes as written (fill, stroke, class, ...); children: the
+// <animate> elements of the rectangle, if any.
+inline std::string rect(double x, double y, double w, double h, std::string_view attributes,
+                        std::string_view children = {}) {
+  const std::string head = fmt::format(R"(<rect x="{}" y="{}" width="{}" height="{}" {})", px(x),
+                                        px(y), px(std::max(w, 0.0)), px(std::max(h, 0.0)),
+                                        attributes);
+  if (children.empty()) return head + "/>\n";
+  return fmt::format("{}>\n{}</rect>\n", head, children);
+}
+
+// <line> from (x1, y1) to (x2, y2).
+inline std::string line(double x1, double y1, double x2, double y2, std::string_view attributes,
+                        std::string_view children = {}) {
+  const std::string head = fmt::format(R"(<line x1="{}" y1="{}" x2="{}" y2="{}" {})", px(x1), px(y1),
+                                       px(x2), px(y2), attributes);
+  if (children.empty()) return head + "/>\n";
+  return fmt::format("{}>\n{}</line>\n", head, children);
+}
+
+// <text> at (x, y) (the baseline), its content escaped.
+inline std::string text(double x, double y, std::string_view content, std::string_view attributes = {},
+                        std::string_view children = {}) {
+  return fmt::format(R"(<text x="{}" y="{}"{}{}>{}{}</text>)"
+                     "\n",
+                     px(x), px(y), attributes.empty() ? "" : " ", attributes, escape(content),
+                     children.empty() ? "" : "\n" + std::string(children));
+}
+
+// <text> turned a quarter to the left around (x, y), for a vertical axis title.
+inline std::string vertical_text(double x, double y, std::string_view content,
+                                 std::string_view attributes = {}) {
+  return text(x, y, content,
+              fmt::format(R"(transform="rotate(-90 {} {})" text-anchor="middle"{}{})", px(x), px(y),
+                          attributes.empty() ? "" : " ", attributes));
+}
+
+// The text classes every figure uses, sized to read at 100% zoom.
+inline constexpr std::string_view style_sheet = R"(<style>
+  text { font-family: 'DejaVu Sans', 'Liberation Sans', Arial, Helvetica, sans-serif; font-size: 14px; fill: #1a1a1a; }
+  .title { font-size: 20px; font-weight: bold; }
+  .heading { font-size: 16px; font-weight: bold; }
+  .small { font-size: 13px; }
+  .mono { font-family: 'DejaVu Sans Mono', 'Liberation Mono', Menlo, Consolas, monospace; font-size: 14px; }
+  .bold { font-weight: bold; }
+  .white { fill: #ffffff; }
+</style>
+)";
+
+// The whole file: an SVG of width x height pixels with a <title> (what a browser shows as its
+// name), a <desc> (what the figure shows, for a reader who cannot see it), a white background
+// and the body.
+inline std::string document(double width, double height, std::string_view title,
+                            std::string_view description, std::string_view body) {
+  return fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\">\n"
+      "<title>{2}</title>\n<desc>{3}</desc>\n{4}"
+      "<rect x=\"0\" y=\"0\" width=\"{0}\" height=\"{1}\" fill=\"#ffffff\"/>\n{5}</svg>\n",
+      px(width), px(height), escape(title), escape(description), style_sheet, body);
+}
+
+// The value of one numeric attribute over an animation loop: key times in seconds from the start
+// of the loop, never decreasing; linear between keys; a jump where two keys share a time.
+class Track {
+ public:
+  explicit Track(double start) : keys_{{0.0, start}} {}
+
+  // The value stays as it is until t.
+  Track& hold(double t) { return key(t, value()); }
+  // From its value at t0, linear to v at t1.
+  Track& move(double t0, double t1, double v) {
+    hold(t0);
+    return key(t1, v);
+  }
+  // Becomes v at t.
+  Track& jump(double t, double v) { return move(t, t, v); }
+
+  double value() const { return keys_.back().second; }
+
+  // The <animate> element for `attribute` over a loop of `duration` seconds; "" when the value
+  // never changes. Throws std::logic_error when a key lies past the end of the loop (a figure's
+  // own mistake, never the reader's).
+  std::string animate(std::string_view attribute, double duration) const {
+    bool changes = false;
+    for (const auto& [t, v] : keys_) changes = changes || v != keys_.front().second;
+    if (!changes) return "";
+    if (keys_.back().first > duration + 1e-9) {
+      throw std::logic_error(fmt::format("Track::animate: a key at {} s lies past the loop's end, {} s",
+                                         keys_.back().first, duration));
+    }
+    std::string times, values;
+    auto add = [&](double t, double v) {
+      if (!times.empty()) {
+        times += ';';
+        values += ';';
+      }
+      times += fmt::format("{:.4f}", t / duration);
+      values += fmt::format("{:.2f}", std::fabs(v) < 0.005 ? 0.0 : v);
+    };
+    for (const auto& [t, v] : keys_) add(t, v);
+    if (keys_.back().first < duration) add(duration, value());
+    return fmt::format(
+        R"(<animate attributeName="{}" dur="{:.2f}s" repeatCount="indefinite" calcMode="linear" keyTimes="{}" values="{}"/>)"
+        "\n",
+        attribute, duration, times, values);
+  }
+
+ private:
+  Track& key(double t, double v) {
+    if (t < keys_.back().first) {
+      throw std::logic_error(fmt::format("Track: key at {} s comes before the last one, at {} s", t,
+                                         keys_.back().first));
+    }
+    keys_.emplace_back(t, v);
+    return *this;
+  }
+
+  std::vector<std::pair<double, double>> keys_;
+};
+
+// Opacity 1 from `from` until `until` (seconds), 0 outside: a label that belongs to one moment.
+inline Track shown_between(double from, double until) {
+  Track t(0.0);
+  t.jump(from, 1.0);
+  t.jump(until, 0.0);
+  return t;
+}
+
+}  // namespace figures
