@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -38,6 +39,27 @@ inline constexpr std::string_view band = "#efefef";
 inline std::string px(double v) {
   if (std::fabs(v) < 0.05) v = 0.0;
   return fmt::format("{:.1f}", v);
+}
+
+// A number for a label: "−∞" and "∞" for infinities, a whole number without decimals (the
+// worked example's scores and maxima), anything else to 4 places as the seeds print it; a
+// negative number with a minus sign (U+2212), not a hyphen.
+inline std::string number(double v) {
+  if (std::isinf(v)) return v < 0 ? "\u2212\u221e" : "\u221e";
+  if (std::isnan(v)) return "NaN";
+  const std::string s = v == std::round(v) && std::fabs(v) < 1e6 ? fmt::format("{:.0f}", v + 0.0)
+                                                                   : fmt::format("{:.4f}", v);
+  return s[0] == '-' ? "\u2212" + s.substr(1) : s;
+}
+
+// A whole number >= 0 in subscript digits (U+2080 ...), for Q₀, K₃, x₁₆.
+inline std::string subscript(std::size_t n) {
+  std::string out;
+  for (char d : std::to_string(n)) {
+    out += "\xE2\x82";  // U+2080 + d in UTF-8 is E2 82 (80 + d)
+    out += static_cast<char>(0x80 + (d - '0'));
+  }
+  return out;
 }
 
 // Text made safe for XML: &, <, > and " escaped.
@@ -88,7 +110,7 @@ inline std::string text(double x, double y, std::string_view content, std::strin
 inline std::string vertical_text(double x, double y, std::string_view content,
                                  std::string_view attributes = {}) {
   return text(x, y, content,
-              fmt::format(R"(transform="rotate(-90 {} {})" text-anchor="middle"{}{})", px(x), px(y),
+              fmt::format(R"a(transform="rotate(-90 {} {})" text-anchor="middle"{}{})a", px(x), px(y),
                           attributes.empty() ? "" : " ", attributes));
 }
 
@@ -98,7 +120,7 @@ inline constexpr std::string_view style_sheet = R"(<style>
   .title { font-size: 20px; font-weight: bold; }
   .heading { font-size: 16px; font-weight: bold; }
   .small { font-size: 13px; }
-  .mono { font-family: 'DejaVu Sans Mono', 'Liberation Mono', Menlo, Consolas, monospace; font-size: 14px; }
+  .mono { font-family: 'DejaVu Sans Mono', 'Liberation Mono', Menlo, Consolas, monospace; font-size: 14px; white-space: pre; }
   .bold { font-weight: bold; }
   .white { fill: #ffffff; }
 </style>
@@ -145,17 +167,26 @@ class Track {
       throw std::logic_error(fmt::format("Track::animate: a key at {} s lies past the loop's end, {} s",
                                          keys_.back().first, duration));
     }
+    // The keys over the whole loop, without those that change nothing: a repeat of the key
+    // before it, or the middle of three equal values (the line through it is flat anyway).
+    std::vector<std::pair<double, double>> keys = keys_;
+    if (keys.back().first < duration) keys.emplace_back(duration, value());
+    std::vector<std::pair<double, double>> kept;
+    for (std::size_t k = 0; k < keys.size(); ++k) {
+      const bool repeat = !kept.empty() && kept.back() == keys[k];
+      const bool flat = !kept.empty() && k + 1 < keys.size() && kept.back().second == keys[k].second &&
+                        keys[k + 1].second == keys[k].second;
+      if (!repeat && !flat) kept.push_back(keys[k]);
+    }
     std::string times, values;
-    auto add = [&](double t, double v) {
+    for (const auto& [t, v] : kept) {
       if (!times.empty()) {
         times += ';';
         values += ';';
       }
       times += fmt::format("{:.4f}", t / duration);
       values += fmt::format("{:.2f}", std::fabs(v) < 0.005 ? 0.0 : v);
-    };
-    for (const auto& [t, v] : keys_) add(t, v);
-    if (keys_.back().first < duration) add(duration, value());
+    }
     return fmt::format(
         R"(<animate attributeName="{}" dur="{:.2f}s" repeatCount="indefinite" calcMode="linear" keyTimes="{}" values="{}"/>)"
         "\n",
@@ -173,6 +204,32 @@ class Track {
   }
 
   std::vector<std::pair<double, double>> keys_;
+};
+
+// A vertical bar whose bottom edge and height move over the loop. SVG wants y (the top edge) and
+// height, so the two Tracks move at the same key times.
+class BarTrack {
+ public:
+  BarTrack(double bottom, double height) : y_(bottom - height), height_(height) {}
+
+  // From where it is at t0, linear to (bottom, height) at t1.
+  BarTrack& move(double t0, double t1, double bottom, double height) {
+    y_.move(t0, t1, bottom - height);
+    height_.move(t0, t1, height);
+    return *this;
+  }
+  BarTrack& jump(double t, double bottom, double height) { return move(t, t, bottom, height); }
+
+  double y() const { return y_.value(); }
+  double height() const { return height_.value(); }
+  double bottom() const { return y() + height(); }
+  // The <animate> elements for y and height ("" for one that never changes).
+  std::string animate(double duration) const {
+    return y_.animate("y", duration) + height_.animate("height", duration);
+  }
+
+ private:
+  Track y_, height_;
 };
 
 // Opacity 1 from `from` until `until` (seconds), 0 outside: a label that belongs to one moment.

@@ -7,13 +7,13 @@
 #   4. benchmark naive attention (ch04) against FlashAttention-2 (ch05): CUDA events, median of 20
 #   5. DRAM bytes per kernel from Nsight Compute (if ncu is installed), beside the traffic model
 #   6. torch.nn.functional.scaled_dot_product_attention on the same shapes (if torch is installed)
-#   7. write docs/benchmarks.md and print its table last
+#   7. write docs/benchmarks.md, redraw docs/figures/hbm-traffic.svg from it, print the table last
 #
 # Usage: scripts/gpu_check.sh            (from the repository root)
 # Libraries not installed system-wide can be found through CMAKE_PREFIX_PATH (CMake reads it from
 # the environment). Logs go to $OUT when it is set, else to build/gpu-check-logs/.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 
 logs=${OUT:-build/gpu-check-logs}
 mkdir -p "$logs"
@@ -116,6 +116,14 @@ fi
   for line in "${summary[@]}"; do echo "- $line"; done
 } >"$report"
 cp "$report" "$logs/benchmarks.md" 2>/dev/null || true
+# The traffic figure draws the measured bytes from docs/benchmarks.md: redraw it, and commit both
+# (the figures test fails until the committed figure matches the report).
+if cmake --build --preset cuda --target figures >"$logs/figures.log" 2>&1; then
+  cp docs/figures/hbm-traffic.svg "$logs/" 2>/dev/null || true
+  note "figures: redrawn from the new report (commit docs/benchmarks.md and docs/figures/)"
+else
+  note "figures: redraw FAILED, see figures.log"
+fi
 
 echo
 for line in "${summary[@]}"; do echo "- $line"; done

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/random.h"
 #include "common/tensor.h"
@@ -24,6 +26,19 @@ inline std::string to_string(Scores s) {
     case Scores::very_low: return "very_low";
   }
   return "?";
+}
+
+// The (seq_len_q, seq_len_k) pairs the chapter 04 and 05 tests run (the shape list; 1000
+// has test cases of its own). Under a sanitizer (FA_SANITIZER_BUILD), where every memory access is
+// checked and a run takes 10 to 50 times longer, a subset that still holds a single query, a
+// decoding query against a ragged key tile, partial tiles, and rows on both sides of a bottom-right
+// causal diagonal (including rows that see no key).
+inline std::vector<std::pair<std::size_t, std::size_t>> sequence_lengths() {
+#if FA_SANITIZER_BUILD
+  return {{1, 1}, {1, 257}, {33, 33}, {113, 203}, {203, 113}};
+#else
+  return {{1, 1}, {1, 257}, {2, 2}, {31, 31}, {32, 32}, {33, 33}, {64, 64}, {113, 203}, {203, 113}, {256, 256}};
+#endif
 }
 
 struct AttentionInputs {

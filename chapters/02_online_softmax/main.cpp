@@ -6,6 +6,10 @@
 //   ch02_online_softmax --trace --scores 1,3,5,2 --block 2
 //                                                      your own scores, in blocks of 2
 //   ch02_online_softmax --n 1000000 --seed 7           the agreement on other random scores
+//   ch02_online_softmax --summary tour.tsv             ... and append the check to tour.tsv
+//
+// The check at the end: online softmax against chapter 01's safe softmax, in double and in float,
+// within the bound of tests/02_online_softmax_test.cpp (order_tolerance).
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -23,6 +27,7 @@
 #include "chapters/02_online_softmax/online_softmax.h"
 #include "chapters/02_online_softmax/trace.h"
 #include "common/compare.h"
+#include "common/demo.h"
 #include "common/random.h"
 
 namespace {
@@ -54,7 +59,9 @@ std::string rescale_reason(const ch02::TraceStep<double>& s) {
   return fmt::format("the max did not rise: c = {:g}, the earlier terms stay as they are", s.rescale);
 }
 
-void print_trace(const std::vector<double>& scores, std::size_t block) {
+// Prints the trace of scores in blocks of `block`; returns the largest relative difference of a
+// weight from chapter 01's.
+double print_trace(const std::vector<double>& scores, std::size_t block) {
   if (scores.size() > max_traced_scores) {
     throw std::invalid_argument(fmt::format("--trace prints every term at every step; give at most {} "
                                             "scores (got {})", max_traced_scores, scores.size()));
@@ -81,20 +88,42 @@ void print_trace(const std::vector<double>& scores, std::size_t block) {
   std::uint64_t max_ulp = 0;
   for (std::size_t i = 0; i < safe.size(); ++i) max_ulp = std::max(max_ulp, fa::ulp_distance(t.p[i], safe[i]));
   fmt::print("  largest difference: {} ulp\n", max_ulp);
+  const fa::ErrorStats err = fa::compare(t.p, safe);
+  // max_rel skips weights that are 0 in chapter 01; a NaN or an infinity there shows in max_abs.
+  return std::isfinite(err.max_abs) ? err.max_rel : INFINITY;
 }
+
+// The bound of tests/02_online_softmax_test.cpp (order_tolerance) for n scores in type T: the two
+// forms add the same n terms in different orders, each off the exact sum by ~sqrt(n) eps;
+// 16 sqrt(n + 1) eps leaves room for the worst measured case, and a wrong recurrence is off by O(1).
+template <class T>
+double order_bound(std::size_t n) {
+  return 16.0 * std::sqrt(static_cast<double>(n) + 1.0) * std::numeric_limits<T>::epsilon();
+}
+
+// The largest relative difference of a weight between online and chapter 01, over the block sizes
+// of the agreement table, in double and in float.
+struct Agreement {
+  double in_double = 0.0;
+  double in_float = 0.0;
+  std::size_t block_sizes = 0;  // how many block sizes the table tried
+};
 
 // One row of the agreement table for type T: online_softmax(x, block) against chapter 01 (largest
 // relative difference and ulp distance) and against the exact weights (largest relative error).
+// worst: the largest "vs ch01" difference so far, raised to this row's.
 template <class T>
 std::string agreement(const std::vector<double>& drawn, const std::vector<long double>& exact,
-                      std::size_t block) {
+                      std::size_t block, double& worst) {
   const std::vector<T> x(drawn.begin(), drawn.end());
   const auto online = ch02::online_softmax(x, block);
   const auto safe = ch01::safe_softmax(x);
   std::uint64_t max_ulp = 0;
   for (std::size_t i = 0; i < x.size(); ++i) max_ulp = std::max(max_ulp, fa::ulp_distance(online[i], safe[i]));
-  return fmt::format("{:>9.2g} {:>6}  {:>9.2g}", fa::compare(online, safe).max_rel, max_ulp,
-                     fa::compare(online, exact).max_rel);
+  const fa::ErrorStats err = fa::compare(online, safe);
+  const double vs_ch01 = std::isfinite(err.max_abs) ? err.max_rel : INFINITY;  // as in print_trace
+  worst = std::max(worst, vs_ch01);
+  return fmt::format("{:>9.2g} {:>6}  {:>9.2g}", vs_ch01, max_ulp, fa::compare(online, exact).max_rel);
 }
 
 // Chapter 01's largest relative error against the exact weights, for type T.
@@ -104,7 +133,7 @@ double chapter_01_error(const std::vector<double>& drawn, const std::vector<long
   return fa::compare(ch01::safe_softmax(x), exact).max_rel;
 }
 
-void print_agreement(std::size_t n, std::uint64_t seed, std::size_t extra_block) {
+Agreement print_agreement(std::size_t n, std::uint64_t seed, std::size_t extra_block) {
   const auto drawn = fa::normal<double>(n, seed, 0.0, 5.0);
   // The exact weights, near enough: chapter 01's safe softmax in long double (64-bit mantissa).
   const auto exact = ch01::safe_softmax(std::vector<long double>(drawn.begin(), drawn.end()));
@@ -122,9 +151,12 @@ void print_agreement(std::size_t n, std::uint64_t seed, std::size_t extra_block)
   }
   std::sort(blocks.begin(), blocks.end());
   blocks.erase(std::unique(blocks.begin(), blocks.end()), blocks.end());
+  Agreement worst;
+  worst.block_sizes = blocks.size();
   for (std::size_t block : blocks) {
-    fmt::print("  {:>8}   {}     {}\n", block, agreement<double>(drawn, exact, block),
-               agreement<float>(drawn, exact, block));
+    const std::string in_double = agreement<double>(drawn, exact, block, worst.in_double);
+    const std::string in_float = agreement<float>(drawn, exact, block, worst.in_float);
+    fmt::print("  {:>8}   {}     {}\n", block, in_double, in_float);
   }
   fmt::print("  {:>8}   {:>27.2g}     {:>27.2g}\n", "ch01", chapter_01_error<double>(drawn, exact),
              chapter_01_error<float>(drawn, exact));
@@ -134,6 +166,7 @@ void print_agreement(std::size_t n, std::uint64_t seed, std::size_t extra_block)
              "the exact weights by its own summation error (last line: chapter 01's), and they differ from\n"
              "each other by about as much. With one block the order is chapter 01's and they agree exactly.\n",
              n);
+  return worst;
 }
 
 }  // namespace
@@ -146,6 +179,7 @@ int main(int argc, char** argv) {
   std::size_t block = 1;
   std::size_t n = 100000;
   std::uint64_t seed = 2;
+  std::string summary_path;
   app.add_flag("--trace", trace_only, "print only the step-by-step trace of --scores");
   app.add_option("--scores", scores, "comma-separated scores to trace (default 1,3,5,2)")->delimiter(',');
   app.add_option("--block", block, "scores per block, >= 1 (default 1: one score at a time)")
@@ -153,20 +187,34 @@ int main(int argc, char** argv) {
   app.add_option("--n", n, "number of random scores for the agreement with chapter 01 (default 100000)")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1000000000}));
   app.add_option("--seed", seed, "seed of the random scores (default 2)");
+  app.add_option("--summary", summary_path, "append the check against chapter 01 to this file (the tour's)");
   CLI11_PARSE(app, argc, argv);
 
   try {
+    fa::demo::Check check;
     if (trace_only) {
+      const double vs_ch01 = print_trace(scores, block);
+      const double bound = order_bound<double>(scores.size());
+      check = {"02", "online softmax vs ch01, the traced scores",
+               fmt::format("double {:.2g} (max rel)", vs_ch01), fmt::format("{:.1e}", bound),
+               vs_ch01 <= bound};
+    } else {
+      fa::demo::print_heading(2, "online softmax");
+      fa::demo::print_shows(
+          "One pass keeps the max m and the sum l = sum_j exp(x_j - m) of the scores seen so far.\n"
+          "When the max rises from m to m_new, every term already in l is too large by the same\n"
+          "factor exp(m_new - m), so l is multiplied by c = exp(m - m_new): the bars shrink together.");
       print_trace(scores, block);
-      return 0;
+      fmt::print("\n");
+      const Agreement worst = print_agreement(n, seed, block);
+      const double bound_double = order_bound<double>(n), bound_float = order_bound<float>(n);
+      check = {"02", fmt::format("online softmax vs ch01, {} block sizes", worst.block_sizes),
+               fmt::format("double {:.2g}, float {:.2g} (max rel)", worst.in_double, worst.in_float),
+               fmt::format("{:.1e}, {:.1e}", bound_double, bound_float),
+               worst.in_double <= bound_double && worst.in_float <= bound_float};
     }
-    fmt::print("Chapter 02 - online softmax\n"
-               "One pass keeps the max m and the sum l = sum_j exp(x_j - m) of the scores seen so far.\n"
-               "When the max rises from m to m_new, every term already in l is too large by the same\n"
-               "factor exp(m_new - m), so l is multiplied by c = exp(m - m_new): the bars shrink together.\n\n");
-    print_trace(scores, block);
-    fmt::print("\n");
-    print_agreement(n, seed, block);
+    fa::demo::print_verdict(check);
+    if (!summary_path.empty()) fa::demo::append_summary(summary_path, check);
   } catch (const std::exception& e) {
     fmt::print(stderr, "error: {}\n", e.what());
     return 1;

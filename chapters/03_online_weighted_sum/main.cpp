@@ -7,6 +7,11 @@
 //                                                  your own numbers (values may be vectors)
 //   ch03_online_weighted_sum --seq-q 1 --seq-k 257 --head-dim 64 --causal --block 64
 //                                                  your own attention problem
+//   ch03_online_weighted_sum --summary tour.tsv    ... and append the check to tour.tsv
+//
+// The check at the end: the one query and the whole attention, each against the all-at-once
+// evaluation built on chapter 02's softmax, within the bounds of tests/03_online_weighted_sum_test.cpp;
+// with the default scores and values, also the seed's worked example, 28.98474626.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -25,6 +30,7 @@
 #include "chapters/03_online_weighted_sum/attention.h"
 #include "chapters/03_online_weighted_sum/online_weighted_sum.h"
 #include "common/compare.h"
+#include "common/demo.h"
 #include "common/random.h"
 #include "common/tensor.h"
 
@@ -102,8 +108,15 @@ std::string value_row(const fa::MatrixView<const double>& values, std::size_t j)
   return fmt::format("[{:g}]", fmt::join(values.row(j), ", "));
 }
 
-void print_trace(std::span<const double> scores, fa::MatrixView<const double> values,
-                 std::size_t block) {
+// Prints the block-by-block trace of one query. Returns the output o (one number per column of
+// values) and its largest absolute difference from the all-at-once evaluation.
+struct QueryResult {
+  std::vector<double> output;
+  double max_abs = 0.0;
+};
+
+QueryResult print_trace(std::span<const double> scores, fa::MatrixView<const double> values,
+                        std::size_t block) {
   fmt::print("scores {:g}; values", fmt::join(scores, ", "));
   for (std::size_t j = 0; j < values.rows(); ++j)
     fmt::print("{} {}", j == 0 ? "" : ",", value_row(values, j));
@@ -134,6 +147,7 @@ void print_trace(std::span<const double> scores, fa::MatrixView<const double> va
              f4(all_at_once));
   fmt::print("online {}, all at once {}: max abs difference {:.2g}\n", f4(last.output), f4(all_at_once),
              err.max_abs);
+  return {last.output, err.max_abs};
 }
 
 struct ProblemFlags {
@@ -147,7 +161,14 @@ struct ProblemFlags {
   std::uint64_t seed = 3;
 };
 
-void print_attention(const ProblemFlags& f, std::size_t block) {
+// Prints whole attention for the problem f; returns the largest absolute differences of O and of L
+// from the all-at-once evaluation.
+struct AttentionDifference {
+  double O = 0.0;
+  double L = 0.0;
+};
+
+AttentionDifference print_attention(const ProblemFlags& f, std::size_t block) {
   const fa::Shape4 q_shape{f.batch, f.heads, f.seq_q, f.head_dim};
   const fa::Shape4 kv_shape{f.batch, f.heads, f.seq_k, f.head_dim};
   const fa::Tensor4<double> Q(q_shape, fa::normal(q_shape.size(), f.seed));
@@ -179,7 +200,22 @@ void print_attention(const ProblemFlags& f, std::size_t block) {
       "  against the all-at-once evaluation (whole rows of S, chapter 02's softmax, then P V):\n");
   fmt::print("    O: max abs difference {:.2g}, rel L2 {:.2g};  L: max abs difference {:.2g}\n",
              o_err.max_abs, o_err.rel_l2, l_err.max_abs);
+  return {o_err.max_abs, l_err.max_abs};
 }
+
+// The bounds of tests/03_online_weighted_sum_test.cpp. One query (same_sum_tolerance): both forms
+// are weighted means of the values and agree to a few hundred eps of the largest |v| (the tests
+// use values below ~5; the demo divides the difference by max(1, max |v|) for values of any size).
+// Attention (attention_tolerance): rounded head_dim-term dot products and sums of up to a few
+// hundred keys, ~5e-13 for head_dim 64; a missing rescale or a wrong index is off by O(0.1).
+constexpr double query_bound = 1e-14;
+constexpr double attention_bound = 1e-12;
+
+// The seed's worked example (scores 1, 3, 5, 2; values 10, 20, 30, 40): the output it prints to
+// eight places, and the tests' bound for it: the exact output is within 0.5e-8 of the printed one,
+// and 1e-8 leaves room for the computation's own rounding (~1e-14).
+constexpr double seed_output = 28.98474626;
+constexpr double seed_rounding = 1e-8;
 
 }  // namespace
 
@@ -208,15 +244,17 @@ int main(int argc, char** argv) {
   app.add_flag("--causal", f.causal, "attention: causal mask, aligned to the bottom right");
   app.add_option("--scale", f.scale, "attention: scale of Q K^T (default 1/sqrt(head_dim))");
   app.add_option("--seed", f.seed, "attention: seed of the random Q, K, V")->capture_default_str();
+  std::string summary_path;
+  app.add_option("--summary", summary_path, "append the check against chapter 02 to this file (the tour's)");
   CLI11_PARSE(app, argc, argv);
 
   try {
-    fmt::print("Chapter 03 - the online weighted sum\n");
-    fmt::print(
+    fa::demo::print_heading(3, "the online weighted sum");
+    fa::demo::print_shows(
         "o = sum_j softmax(s)_j v_j with the keys taken a block at a time. Carried across blocks: the\n"
         "max m, the sum l and the un-scaled weighted sum acc; when the max rises, l and acc are both\n"
         "multiplied by c = exp(m_old - m_new); acc is divided by l once, after the last block.\n"
-        "(Line numbers refer to chapters/03_online_weighted_sum/online_weighted_sum.h.)\n\n");
+        "(Line numbers refer to chapters/03_online_weighted_sum/online_weighted_sum.h.)");
     const std::vector<double> scores = parse_numbers(scores_text);
     ValueRows values;
     if (values_text.empty()) {
@@ -227,11 +265,32 @@ int main(int argc, char** argv) {
     } else {
       values = parse_values(values_text);
     }
-    print_trace(
+    const QueryResult query = print_trace(
         scores,
         fa::MatrixView<const double>(std::span<const double>(values.flat), values.rows, values.cols),
         block);
-    print_attention(f, block);
+    const AttentionDifference attention = print_attention(f, block);
+
+    double largest_value = 1.0;
+    for (double v : values.flat) largest_value = std::max(largest_value, std::fabs(v));
+    const double query_difference = query.max_abs / largest_value;
+    const double attention_difference = std::max(attention.O, attention.L);
+    bool pass = query_difference <= query_bound && attention_difference <= attention_bound;
+    std::string checked = "online vs all at once (ch02's softmax)";
+    std::string error = fmt::format("query {:.2g}, O/L {:.2g}", query_difference, attention_difference);
+    std::string bound = fmt::format("{:.0e}, {:.0e}", query_bound, attention_bound);
+    // The default scores and values are the seed's worked example: its printed output too.
+    const bool worked_example = !app.count("--scores") && values_text.empty();
+    if (worked_example) {
+      const double seed_error = std::fabs(query.output[0] - seed_output);
+      pass = pass && seed_error <= seed_rounding;
+      checked = "online vs all at once, the seed's example";
+      error += fmt::format(", seed {:.2g}", seed_error);
+      bound += fmt::format(", {:.0e}", seed_rounding);
+    }
+    const fa::demo::Check check{"03", checked, error, bound, pass};
+    fa::demo::print_verdict(check);
+    if (!summary_path.empty()) fa::demo::append_summary(summary_path, check);
   } catch (const std::exception& e) {
     fmt::print(stderr, "error: {}\n", e.what());
     return 1;

@@ -3,7 +3,12 @@
 //   ch04_naive_attention                                  random inputs, the GPU if there is one
 //   ch04_naive_attention --device cpu --seq-q 1 --seq-k 257 --causal
 //   ch04_naive_attention --q q.npy --k k.npy --v v.npy --out o.npy
+//   ch04_naive_attention --summary tour.tsv                ... and append the check to tour.tsv
+//
+// The check at the end: O against chapter 03's attention in double on the same float inputs,
+// within the bound of tests/04_naive_attention_test.cpp (kRelL2).
 #include <exception>
+#include <string>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -12,12 +17,24 @@
 #include "chapters/04_naive_attention/naive_attention.h"
 #include "common/attention_cli.h"
 #include "common/compare.h"
+#include "common/demo.h"
 #include "common/npy.h"
+
+namespace {
+
+// tests/04_naive_attention_test.cpp's bound (kRelL2): float32 kernels against the float64
+// chapter 03 on scores of order 1 measure a few 1e-7; a wrong mask, index or normalisation gives
+// 1e-2 to 1.
+constexpr double rel_l2_bound = 1e-6;
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"Chapter 04: naive attention, three kernels that write S and P to global memory."};
   fa::AttentionCli cli;
   fa::add_attention_flags(app, cli);
+  std::string summary_path;
+  app.add_option("--summary", summary_path, "append the check against chapter 03 to this file (the tour's)");
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -25,7 +42,12 @@ int main(int argc, char** argv) {
     const fa::AttentionProblem in = fa::load_or_draw(cli);
     const fa::Shape4& q = in.Q.shape;
     const std::size_t seq_len_k = in.K.shape.seq_len;
-    fmt::print("Chapter 04 - naive attention: S = Q K^T * scale, P = softmax(S), O = P V, one kernel each\n");
+    fa::demo::print_heading(4, "naive attention: S = Q K^T * scale, P = softmax(S), O = P V, one kernel each");
+    fa::demo::print_shows(
+        "Three kernels, each a full pass through global memory: the first writes every score of S, the\n"
+        "second reads S back and writes the weights P, the third reads P and V and writes O. They are\n"
+        "CUDA C++; without a GPU they run on the CPU through common/simt. O is compared with chapter 03's\n"
+        "attention, computed in double on the same float inputs.");
     fmt::print("Q {}, K and V with seq_len {}{}; inputs: {}; device: {}\n\n", q.str(), seq_len_k,
                cli.causal ? ", causal" : "", in.origin, fa::to_string(device));
 
@@ -40,13 +62,18 @@ int main(int argc, char** argv) {
     // The test suite's bound for float32 kernels against the float64 chapter 03, for scores of
     // order 1 (tests/04_naive_attention_test.cpp explains it).
     fmt::print("agreement with chapter 03 (float64): {}\n  -> {}\n", fa::describe(err),
-               err.rel_l2 <= 1e-6 ? "within the tests' bound, rel L2 <= 1e-6"
-                                  : "outside the tests' bound of 1e-6 (large scores magnify float32 rounding)");
+               err.rel_l2 <= rel_l2_bound ? "within the tests' bound, rel L2 <= 1e-6"
+                                          : "outside the tests' bound of 1e-6 (large scores magnify float32 rounding)");
 
     if (!cli.out_path.empty()) {
       fa::write_npy_f32(cli.out_path, out.O);
       fmt::print("wrote O to {}\n", cli.out_path);
     }
+    const fa::demo::Check check{"04", fmt::format("naive attention ({}) vs ch03 in double", fa::to_string(device)),
+                                fmt::format("O rel L2 {:.2g}", err.rel_l2), fmt::format("{:.0e}", rel_l2_bound),
+                                err.rel_l2 <= rel_l2_bound};
+    fa::demo::print_verdict(check);
+    if (!summary_path.empty()) fa::demo::append_summary(summary_path, check);
     return 0;
   } catch (const std::exception& e) {
     fmt::print(stderr, "error: {}\n", e.what());

@@ -1,0 +1,36 @@
+// make_figures: writes the figures of docs/ from the chapters' own functions (figures/figures.h).
+//
+//   make_figures <folder>                                  the four SVG files, into <folder>
+//   make_figures <folder> --benchmarks docs/benchmarks.md  with the measured bytes of figure 3
+//
+// The build target `figures` runs it with docs/figures/ and docs/benchmarks.md:
+//   cmake --build build/default --target figures
+#include <exception>
+#include <filesystem>
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "figures/figures.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"Writes the four figures of docs/figures/ (SVG) from the chapters' own functions."};
+  std::string folder;
+  std::string benchmarks;
+  app.add_option("folder", folder, "the folder to write the figures into (created if missing)")->required();
+  app.add_option("--benchmarks", benchmarks,
+                 "docs/benchmarks.md, for the measured bytes of hbm-traffic.svg (a missing file: none)");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    figures::write_figures(folder, benchmarks);
+    for (const char* name : {"online-softmax.svg", "flash-attention-2-tiles.svg", "hbm-traffic.svg",
+                             "worked-example.svg"}) {
+      fmt::print("wrote {}\n", (std::filesystem::path(folder) / name).string());
+    }
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "make_figures: {}\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Is this machine ready for the workshop? One command for a teacher (or an attendee) to run on each
+# laptop before the session; its last line is READY or NOT READY, and the exit status is 0 or 1.
+#
+#   1. tools      cmake >= 3.25, ninja and a C++ compiler on the PATH; nvcc and a GPU are reported
+#                 but not required (without them every kernel runs on the CPU through common/simt)
+#   2. configure  the default preset: finds fmt, CLI11, Catch2, Google Benchmark and Boost.Context
+#   3. build      everything (a few minutes on a 2-core laptop, the first time)
+#   4. tests      every test; the gpu-labelled ones report SKIPPED where there is no GPU
+#   5. tour       every chapter's demo and the summary table (docs/workshop.md)
+#
+# Usage: scripts/check_setup.sh [build folder]      (from anywhere; default: build/default, the
+#                                                    folder the presets and the docs use)
+# The logs of each step go to <build folder>/check-setup/.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+build=${1:-build/default}
+logs="$build/check-setup"
+jobs=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
+
+not_ready() {
+  echo
+  echo "NOT READY: $1"
+  exit 1
+}
+
+# step <number> <name>: prints "[n/4] name ..." without a newline; the caller finishes the line.
+step() { printf '[%s/4] %-10s ' "$1" "$2"; }
+
+echo "== Is this machine ready for the workshop? (build folder: $build)"
+
+# 1. Tools.
+for tool in cmake ninja; do
+  command -v "$tool" >/dev/null ||
+    not_ready "$tool is not installed. Install the prerequisites: see README.md, \"Prerequisites\"."
+done
+cmake_version=$(cmake --version | head -1 | awk '{print $3}')
+if [ "$(printf '%s\n3.25.0\n' "$cmake_version" | sort -V | head -1)" != "3.25.0" ]; then
+  not_ready "cmake $cmake_version is too old: the presets need 3.25 or newer."
+fi
+cxx=${CXX:-$(command -v c++ || command -v g++ || command -v clang++ || true)}
+[ -n "$cxx" ] || not_ready "no C++ compiler found (install g++ 11 or newer)."
+echo "   cmake $cmake_version, ninja $(ninja --version), $("$cxx" --version | head -1)"
+gpu=$(nvidia-smi -L 2>/dev/null | head -1)
+echo "   GPU: ${gpu:-none (fine: every kernel also runs on the CPU; the GPU tests will report SKIPPED)}"
+
+mkdir -p "$logs" || not_ready "cannot create $logs"
+
+# 2. Configure.
+step 1 configure
+start=$SECONDS
+if ! cmake --preset default -B "$build" >"$logs/configure.log" 2>&1; then
+  echo "FAILED ($logs/configure.log)"
+  grep -A2 -E "was not found|Install it with|CMake Error" "$logs/configure.log" | head -20
+  not_ready "the configure failed: install what the lines above name, then run this again."
+fi
+echo "ok ($((SECONDS - start)) s)"
+if grep -q "GPU path (nvcc): ON" "$logs/configure.log"; then
+  echo "           the GPU path is on (nvcc was found): the kernels are compiled for the GPU too"
+else
+  echo "           the GPU path is off (no nvcc): the kernels run on the CPU only, enough for the workshop"
+fi
+
+# 3. Build.
+step 2 build
+start=$SECONDS
+if ! cmake --build "$build" -j "$jobs" >"$logs/build.log" 2>&1; then
+  echo "FAILED ($logs/build.log)"
+  grep -E "error|Error" "$logs/build.log" | head -20
+  not_ready "the build failed (the first errors are above)."
+fi
+echo "ok ($((SECONDS - start)) s)"
+
+# 4. Tests.
+step 3 tests
+start=$SECONDS
+ctest --test-dir "$build" -j "$jobs" --output-on-failure >"$logs/tests.log" 2>&1
+tests_status=$?
+total=$(grep -oE 'out of [0-9]+' "$logs/tests.log" | tail -1 | grep -oE '[0-9]+')
+failed=$(grep -oE '[0-9]+ tests failed' "$logs/tests.log" | tail -1 | grep -oE '^[0-9]+')
+skipped=$(grep -cE '\(Skipped\)' "$logs/tests.log")
+if [ "$tests_status" -ne 0 ] || [ -z "$total" ] || [ "${total:-0}" -eq 0 ]; then
+  echo "FAILED ($logs/tests.log): ${failed:-?} of ${total:-?} failed"
+  sed -n '/The following tests FAILED:/,/Errors while running/p' "$logs/tests.log" | grep -v "Errors while"
+  not_ready "tests failed (listed above); a fresh checkout should pass them all."
+fi
+echo "ok: $((total - skipped)) passed, $skipped skipped (need a GPU), of $total ($((SECONDS - start)) s)"
+
+# 5. The tour.
+step 4 tour
+start=$SECONDS
+if ! cmake --build "$build" --target tour >"$logs/tour.log" 2>&1; then
+  echo "FAILED ($logs/tour.log)"
+  sed -n '/The tour: every chapter/,$p' "$logs/tour.log" | tail -12
+  not_ready "the tour failed (see above)."
+fi
+echo "ok: $(grep -oE '[0-9]+ of [0-9]+ checks passed' "$logs/tour.log") ($((SECONDS - start)) s)"
+
+echo
+echo "READY: every chapter builds, every test passes and the tour runs on this machine."

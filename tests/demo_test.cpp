@@ -1,0 +1,118 @@
+// Tests of common/demo.h: when the demos colour their output, and the summary lines that the tour
+// collects from every demo and prints as one table.
+#include <cstdio>
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <unistd.h>  // getpid
+
+#include "catch.h"
+#include "common/demo.h"
+
+namespace {
+
+fa::demo::Check sample(std::string chapter, bool pass) {
+  return {std::move(chapter), "naive attention (cpu) vs ch03 in double", "O rel L2 4.1e-07", "1e-06", pass};
+}
+
+// A file name in the temporary folder that no other test process uses; removed on destruction.
+struct TempFile {
+  std::filesystem::path path = std::filesystem::temp_directory_path() /
+                               ("fa_demo_test_" + std::to_string(getpid()) + ".tsv");
+  TempFile() { std::filesystem::remove(path); }
+  ~TempFile() { std::filesystem::remove(path); }
+};
+
+}  // namespace
+
+TEST_CASE("colour only on a terminal, without NO_COLOR, and not for TERM=dumb", "[common]") {
+  CHECK(fa::demo::colour_wanted(true, nullptr, nullptr));
+  CHECK(fa::demo::colour_wanted(true, nullptr, "xterm-256color"));
+  CHECK_FALSE(fa::demo::colour_wanted(false, nullptr, "xterm-256color"));  // piped or redirected
+  CHECK_FALSE(fa::demo::colour_wanted(true, "1", "xterm-256color"));
+  // no-color.org: NO_COLOR counts when it is set to a non-empty string.
+  CHECK(fa::demo::colour_wanted(true, "", "xterm-256color"));
+  CHECK_FALSE(fa::demo::colour_wanted(true, nullptr, "dumb"));
+}
+
+TEST_CASE("paint adds escape codes only when asked to", "[common]") {
+  CHECK(fa::demo::paint("PASS", fa::demo::pass_style, false) == "PASS");
+  const std::string coloured = fa::demo::paint("PASS", fa::demo::pass_style, true);
+  CHECK(coloured != "PASS");
+  CHECK(coloured.find("\x1b[") == 0);
+  CHECK(coloured.find("PASS") != std::string::npos);
+}
+
+TEST_CASE("a summary line is five tab-separated fields and reads back as it was written", "[common]") {
+  const fa::demo::Check c = sample("04", false);
+  const std::string line = fa::demo::summary_line(c);
+  CHECK(line == "04\tnaive attention (cpu) vs ch03 in double\tO rel L2 4.1e-07\t1e-06\tFAIL");
+  const fa::demo::Check back = fa::demo::parse_summary_line(line, 1);
+  CHECK(back.chapter == c.chapter);
+  CHECK(back.checked == c.checked);
+  CHECK(back.error == c.error);
+  CHECK(back.bound == c.bound);
+  CHECK(back.pass == c.pass);
+  CHECK(fa::demo::parse_summary_line(fa::demo::summary_line(sample("05", true)), 1).pass);
+}
+
+TEST_CASE("summary lines refuse fields that would break them, and malformed lines", "[common]") {
+  fa::demo::Check tab = sample("04", true);
+  tab.error = "O\trel L2";
+  CHECK_THROWS_AS(fa::demo::summary_line(tab), std::invalid_argument);
+  fa::demo::Check newline = sample("04", true);
+  newline.checked = "two\nlines";
+  CHECK_THROWS_AS(fa::demo::summary_line(newline), std::invalid_argument);
+  CHECK_THROWS_AS(fa::demo::summary_line(sample("", true)), std::invalid_argument);
+
+  CHECK_THROWS_AS(fa::demo::parse_summary_line("04\tchecked\terror\tPASS", 3), std::invalid_argument);
+  CHECK_THROWS_AS(fa::demo::parse_summary_line("04\tchecked\terror\tbound\tPASS\textra", 3), std::invalid_argument);
+  CHECK_THROWS_AS(fa::demo::parse_summary_line("04\tchecked\terror\tbound\tpassed", 3), std::invalid_argument);
+  CHECK_THROWS_AS(fa::demo::parse_summary_line("04\t\terror\tbound\tPASS", 3), std::invalid_argument);
+  std::string message;
+  try {
+    fa::demo::parse_summary_line("04\tchecked\terror\tPASS", 7);
+  } catch (const std::invalid_argument& e) {
+    message = e.what();
+  }
+  CHECK(message.find("line 7") != std::string::npos);  // the message names the line
+}
+
+TEST_CASE("append_summary adds lines that read_summary returns in order", "[common]") {
+  const TempFile file;
+  fa::demo::append_summary(file.path.string(), sample("01", true));
+  fa::demo::append_summary(file.path.string(), sample("02", false));
+  const std::vector<fa::demo::Check> checks = fa::demo::read_summary(file.path.string());
+  REQUIRE(checks.size() == 2);
+  CHECK(checks[0].chapter == "01");
+  CHECK(checks[0].pass);
+  CHECK(checks[1].chapter == "02");
+  CHECK_FALSE(checks[1].pass);
+
+  CHECK_THROWS_AS(fa::demo::read_summary((file.path / "missing.tsv").string()), std::runtime_error);
+  CHECK_THROWS_AS(fa::demo::append_summary((file.path / "no_such_folder" / "x.tsv").string(), sample("01", true)),
+                  std::runtime_error);
+}
+
+TEST_CASE("the summary table lines up its columns and counts the checks that passed", "[common]") {
+  std::vector<fa::demo::Check> checks{sample("01", true), sample("02", false)};
+  checks[0].checked = "a much longer description of what chapter 01 checked";
+  const std::string table = fa::demo::summary_table(checks, false);
+  CHECK(table.find("1 of 2 checks passed") != std::string::npos);
+  CHECK(table.find("\x1b[") == std::string::npos);  // no colour asked for, none given
+
+  // The result column starts at the same place on the head row and on both check rows.
+  std::vector<std::size_t> result_column;
+  for (const std::string word : {"result", "PASS", "FAIL"}) {
+    const std::size_t at = table.find(word);
+    REQUIRE(at != std::string::npos);
+    result_column.push_back(at - table.rfind('\n', at) - 1);
+  }
+  CHECK(result_column[0] == result_column[1]);
+  CHECK(result_column[1] == result_column[2]);
+
+  CHECK(fa::demo::summary_table(checks, true).find("\x1b[") != std::string::npos);
+  CHECK(fa::demo::summary_table({}, false).find("0 of 0 checks passed") != std::string::npos);
+}

@@ -1,0 +1,276 @@
+// Figures tests: the committed docs/figures/*.svg are exactly what the chapters' code draws today,
+// the SVG is well formed and its animations valid, and figure 3 reads docs/benchmarks.md's
+// measured table (or says there is none).
+//
+// Every comparison here is exact (bytes, strings, counts): the figures print every number with a
+// fixed precision, so no tolerance is needed.
+//
+// Stable where: on this project's toolchain (libstdc++). Figure 1's random row comes from
+// std::normal_distribution, which each standard library implements its own way; with another one
+// (libc++, MSVC's) online-softmax.svg differs from the committed file, and the first test says
+// that this is the reason.
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <regex>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "catch.h"
+#include "chapters/03_online_weighted_sum/online_weighted_sum.h"
+#include "chapters/05_flash_attention_2/traffic_table.h"
+#include "figures/figures.h"
+
+#ifndef FA_SOURCE_DIR
+#error "FA_SOURCE_DIR (the repository root) must be defined by tests/CMakeLists.txt"
+#endif
+
+namespace {
+
+const std::filesystem::path source_dir = FA_SOURCE_DIR;
+
+std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// A fresh folder under the system's temporary folder, removed with the object.
+struct TemporaryFolder {
+  std::filesystem::path path;
+  TemporaryFolder() {
+    const auto now = std::chrono::steady_clock::now().time_since_epoch().count();
+    path = std::filesystem::temp_directory_path() / fmt::format("fa_figures_test_{}", now);
+    std::filesystem::create_directories(path);
+  }
+  ~TemporaryFolder() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path, ignored);
+  }
+};
+
+// Where two texts first differ: the line, the column, and both lines around that column.
+std::string first_difference(const std::string& committed, const std::string& drawn) {
+  std::istringstream a(committed), b(drawn);
+  std::string la, lb;
+  for (std::size_t n = 1;; ++n) {
+    const bool more_a = static_cast<bool>(std::getline(a, la));
+    const bool more_b = static_cast<bool>(std::getline(b, lb));
+    if (!more_a && !more_b) return "no difference";
+    if (more_a && more_b && la == lb) continue;
+    if (!more_a) la = "(end of file)";
+    if (!more_b) lb = "(end of file)";
+    std::size_t column = 0;
+    while (column < la.size() && column < lb.size() && la[column] == lb[column]) ++column;
+    const std::size_t from = column > 60 ? column - 60 : 0;
+    return fmt::format("first difference at line {}, column {}:\n  committed: ...{}...\n  drawn now: ...{}...",
+                       n, column + 1, la.substr(from, 120), lb.substr(from, 120));
+  }
+}
+
+// The random row of figure 1 as its <desc> lists it.
+std::string random_row_text() {
+  std::vector<std::string> scores;
+  for (double x : figures::random_row()) scores.push_back(fmt::format("{:.4f}", x));
+  return fmt::format("{}", fmt::join(scores, ", "));
+}
+
+// Tags opened and closed in order; returns "" or what is wrong. Not a full XML parser: enough
+// for what svg.h writes (no CDATA, no comments, attributes quoted with ").
+std::string tag_balance(const std::string& svg) {
+  std::vector<std::string> open;
+  for (std::size_t at = svg.find('<'); at != std::string::npos; at = svg.find('<', at + 1)) {
+    const std::size_t end = svg.find('>', at);
+    if (end == std::string::npos) return fmt::format("a '<' at {} is never closed by '>'", at);
+    const std::string tag = svg.substr(at + 1, end - at - 1);
+    if (std::count(tag.begin(), tag.end(), '"') % 2 != 0) return "an unbalanced quote in <" + tag + ">";
+    if (tag.empty()) return fmt::format("an empty tag at {}", at);
+    if (tag.front() == '/') {
+      const std::string name = tag.substr(1);
+      if (open.empty() || open.back() != name) {
+        return fmt::format("</{}> closes <{}>", name, open.empty() ? "nothing" : open.back());
+      }
+      open.pop_back();
+    } else if (tag.back() != '/') {
+      open.push_back(tag.substr(0, tag.find_first_of(" \n")));
+    }
+  }
+  return open.empty() ? "" : "<" + open.back() + "> is never closed";
+}
+
+std::vector<double> numbers_in(const std::string& list) {
+  std::vector<double> out;
+  std::istringstream in(list);
+  for (std::string item; std::getline(in, item, ';');) out.push_back(std::stod(item));
+  return out;
+}
+
+constexpr const char* measured_markdown = R"(# Benchmarks
+
+## Measured DRAM traffic (Nsight Compute) beside the traffic model, N = 4096, batch 4, heads 16
+
+| kernel | seq_len | head_dim | causal | DRAM MB (ncu) | model MB |
+|---|---|---|---|---|---|
+| naive (ch04: scores + softmax + pv) | 4096 | 64 | no | 17480 | 1.745e+04 |
+| flash-attention-2 (ch05) | 4096 | 64 | no | 611.2 | 8724 |
+| naive (ch04: scores + softmax + pv) | 4096 | 64 | yes | 9100 | - |
+| flash-attention-2 (ch05) | 4096 | 64 | yes | 333.3 | - |
+| naive (ch04: scores + softmax + pv) | 4096 | 128 | no | 18950 | 1.78e+04 |
+| flash-attention-2 (ch05) | 4096 | 128 | no | 1234 | 1.745e+04 |
+
+## The check
+)";
+
+}  // namespace
+
+TEST_CASE("the committed figures are what the chapters' code draws now", "[figures]") {
+  TemporaryFolder folder;
+  figures::write_figures(folder.path, source_dir / "docs" / "benchmarks.md");
+  for (const char* name : {"online-softmax.svg", "flash-attention-2-tiles.svg", "hbm-traffic.svg",
+                           "worked-example.svg"}) {
+    const std::filesystem::path committed_path = source_dir / "docs" / "figures" / name;
+    INFO("figure " << name);
+    REQUIRE(std::filesystem::exists(committed_path));
+    const std::string committed = read_file(committed_path);
+    const std::string drawn = read_file(folder.path / name);
+    std::string why = first_difference(committed, drawn) +
+                      "\nThe code that draws it changed (or docs/benchmarks.md did): run\n"
+                      "  cmake --build build/default --target figures\n"
+                      "and commit docs/figures/.";
+    if (std::string(name) == "online-softmax.svg" && committed.find(random_row_text()) == std::string::npos) {
+      why += "\nThis build draws another random row than the committed figure lists in its <desc>: "
+             "std::normal_distribution is implemented differently by each standard library (the committed "
+             "figure was drawn with libstdc++), so on this standard library the difference is expected.";
+    }
+    INFO(why);
+    const bool same_bytes = committed == drawn;  // not CHECK(a == b): that would print both files
+    CHECK(same_bytes);
+  }
+}
+
+TEST_CASE("every figure is well formed, titled and described", "[figures]") {
+  for (const figures::Figure& f : figures::make_figures(source_dir / "no-such-benchmarks.md")) {
+    INFO("figure " << f.name);
+    CHECK(tag_balance(f.svg) == "");
+    CHECK(f.svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));
+    CHECK(f.svg.find("<title>") != std::string::npos);
+    CHECK(f.svg.find("<desc>") != std::string::npos);
+    CHECK(f.svg.find("nan") == std::string::npos);  // no NaN coordinate or label slipped through
+    CHECK(f.svg.find("inf\"") == std::string::npos);
+  }
+}
+
+TEST_CASE("every animation runs over the whole loop: key times from 0 to 1, in order, one per value",
+          "[figures]") {
+  const std::regex animate(R"re(<animate attributeName="([a-z0-9]+)" dur="([0-9.]+)s"[^>]*keyTimes="([^"]*)" values="([^"]*)")re");
+  std::size_t animations = 0;
+  for (const figures::Figure& f : figures::make_figures(source_dir / "no-such-benchmarks.md")) {
+    std::string loop;  // every animation of a figure shares one loop
+    for (auto it = std::sregex_iterator(f.svg.begin(), f.svg.end(), animate); it != std::sregex_iterator(); ++it) {
+      const std::smatch& m = *it;
+      INFO("figure " << f.name << ": " << m.str(0).substr(0, 200));
+      if (loop.empty()) loop = m[2];
+      CHECK(m[2] == loop);
+      const std::vector<double> times = numbers_in(m[3]);
+      const std::vector<double> values = numbers_in(m[4]);
+      REQUIRE(times.size() >= 2);
+      CHECK(times.size() == values.size());
+      CHECK(times.front() == 0.0);
+      CHECK(times.back() == 1.0);
+      CHECK(std::is_sorted(times.begin(), times.end()));
+      if (m[1] == "opacity") {
+        CHECK(*std::min_element(values.begin(), values.end()) >= 0.0);
+        CHECK(*std::max_element(values.begin(), values.end()) <= 1.0);
+      }
+      if (m[1] == "height" || m[1] == "width") CHECK(*std::min_element(values.begin(), values.end()) >= 0.0);
+      ++animations;
+    }
+  }
+  CHECK(animations > 100);  // figures 1 and 2 animate hundreds of attributes; none at all would be a bug
+}
+
+TEST_CASE("figure 3 labels the seed's table as chapter 05 prints it", "[figures]") {
+  const std::string svg = figures::traffic_figure(std::nullopt);
+  for (const ch05::TrafficCase& c : ch05::seed_traffic_cases()) {
+    const ch05::TrafficRow r = ch05::traffic_row(c);
+    for (std::uint64_t bytes : {r.standard, r.fa2, r.floor}) {
+      const std::string label = ">" + ch05::format_megabytes(bytes) + " MB</text>";
+      INFO("seq_len " << c.seq_len << ", head_dim " << c.head_dim << ": label " << label);
+      CHECK(svg.find(label) != std::string::npos);
+    }
+  }
+  // The first size's three figures, as the seed prints them.
+  for (const char* label : {">136 MB</text>", ">34.6 MB</text>", ">2.1 MB</text>"}) {
+    INFO(label);
+    CHECK(svg.find(label) != std::string::npos);
+  }
+  CHECK(svg.find("No measured bytes yet") != std::string::npos);
+}
+
+TEST_CASE("figure 3 draws the measured bytes of docs/benchmarks.md beside the model", "[figures]") {
+  const std::optional<figures::MeasuredTraffic> measured = figures::read_measured_traffic(measured_markdown);
+  REQUIRE(measured.has_value());
+  CHECK(measured->heading ==
+        "Measured DRAM traffic (Nsight Compute) beside the traffic model, N = 4096, batch 4, heads 16");
+  REQUIRE(measured->sizes.size() == 2);  // the causal rows are left out
+  CHECK(measured->sizes[0].head_dim == 64);
+  CHECK(measured->sizes[0].naive_measured_mb == 17480.0);
+  CHECK(measured->sizes[0].flash_measured_mb == 611.2);
+  CHECK(measured->sizes[0].flash_model_mb == 8724.0);
+  CHECK(measured->sizes[1].head_dim == 128);
+  CHECK(measured->sizes[1].flash_measured_mb == 1234.0);
+
+  const std::string svg = figures::traffic_figure(measured);
+  CHECK(svg.find("No measured bytes yet") == std::string::npos);
+  CHECK(svg.find(R"a(fill="url(#hatch-mid)")a") != std::string::npos);
+  for (const char* label : {">611 MB</text>", ">1230 MB</text>", ">17500 MB</text>", ">8720 MB</text>"}) {
+    INFO(label);
+    CHECK(svg.find(label) != std::string::npos);
+  }
+  CHECK_FALSE(figures::read_measured_traffic("# Benchmarks\n\nno table here\n").has_value());
+}
+
+TEST_CASE("a measured table that cannot be read is refused with its line and the expected form", "[figures]") {
+  const std::string head =
+      "## Measured DRAM traffic (Nsight Compute), N = 4096\n\n"
+      "| kernel | seq_len | head_dim | causal | DRAM MB (ncu) | model MB |\n|---|---|---|---|---|---|\n";
+  auto message = [](const std::string& markdown) {
+    try {
+      figures::read_measured_traffic(markdown);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  const std::string not_a_number = message(head + "| naive | 4096 | 64 | no | lots | 1 |\n");
+  CHECK(not_a_number.find("line 5") != std::string::npos);
+  CHECK(not_a_number.find("| kernel | seq_len |") != std::string::npos);
+  CHECK(message(head + "| naive | 4096 | 64 | no | 12 |\n").find("5 cells instead of 6") != std::string::npos);
+  CHECK(message(head + "| naive | 4096 | 64 | no | 12 | 13 |\n").find("no flash-attention-2 row") !=
+        std::string::npos);
+  CHECK(message(head).find("no row with causal \"no\"") != std::string::npos);
+}
+
+TEST_CASE("figures 1 and 4 carry the worked example's numbers", "[figures]") {
+  // The seed prints these to four places; chapter 03's recurrence must give them.
+  const std::string worked = figures::worked_example_figure();
+  for (const char* figure : {"0.1353", "1.1353", "21.3534", "0.1537", "2.8899", "1.0498", "31.9915", "1.2034",
+                             "34.8813", "28.9847"}) {
+    INFO(figure);
+    CHECK(worked.find(figure) != std::string::npos);
+  }
+  const std::string online = figures::online_softmax_figure();
+  for (const char* figure : {"0.1353", "1.1353", "1.2034"}) {
+    INFO(figure);
+    CHECK(online.find(figure) != std::string::npos);
+  }
+}
