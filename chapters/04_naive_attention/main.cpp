@@ -63,7 +63,8 @@ int main(int argc, char** argv) {
     // order 1 (tests/04_naive_attention_test.cpp explains it).
     fmt::print("agreement with chapter 03 (float64): {}\n  -> {}\n", fa::describe(err),
                err.rel_l2 <= rel_l2_bound ? "within the tests' bound, rel L2 <= 1e-6"
-                                          : "outside the tests' bound of 1e-6 (large scores magnify float32 rounding)");
+                                          : "OUTSIDE the tests' bound of 1e-6 (a wrong result, or scores far from "
+                                            "order 1, whose float32 rounding the bound does not cover)");
 
     if (!cli.out_path.empty()) {
       fa::write_npy_f32(cli.out_path, out.O);

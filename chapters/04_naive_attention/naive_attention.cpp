@@ -24,6 +24,11 @@ Result naive_attention(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K,
         "naive_attention: batch * heads = {} is more than the 65535 the kernels' grid allows",
         shape.batch * shape.heads));
   }
+  if (shape.seq_len_q > 65535u * 16u) {
+    throw std::invalid_argument(fmt::format(
+        "naive_attention: seq_len_q = {} needs more than the 65535 blocks of 16 rows the kernels' "
+        "grid allows in y (at most 1048560 query rows)", shape.seq_len_q));
+  }
   if (shape.seq_len_q * shape.seq_len_k > int_max || shape.seq_len_k * shape.head_dim > int_max ||
       shape.seq_len_q * shape.head_dim > int_max) {
     throw std::invalid_argument("naive_attention: one head's S or Q/K/V has more than 2^31 - 1 values, "

@@ -57,7 +57,9 @@ __global__ void scores_kernel(const float* __restrict__ Q, const float* __restri
   S[(bh * seq_len_q + i) * seq_len_k + j] = masked ? -INFINITY : dot * scale;
 }
 
-// The largest of a and b, where a NaN wins (fmaxf would drop it), so NaN in S reaches P.
+// The largest of a and b, where a NaN wins (fmaxf would drop it). A NaN score reaches P through
+// l in any case; keeping it in m too means a row of only NaN and -inf gives NaN, not the zeros of a
+// fully masked row.
 __device__ __forceinline__ float max_keep_nan(float a, float b) { return (a > b || a != a) ? a : b; }
 
 // Steps 2-4. Grid: (seq_len_q, batch * heads); block: kSoftmaxThreads threads, all of them working

@@ -26,9 +26,9 @@ struct Result {
 // Q: [batch, heads, seq_len_q, head_dim]; K, V: [batch, heads, seq_len_k, head_dim]; float32,
 // row-major. Any head_dim >= 1, any seq_len >= 1.
 // Throws std::invalid_argument for shapes that do not fit together (fa::check_attention_shapes),
-// a scale that is not finite, sizes past the kernels' int indexing or the grid limit
-// (batch * heads <= 65535); std::runtime_error when device == gpu and no GPU can be used, or for a
-// CUDA error.
+// a scale that is not finite, sizes past the kernels' int indexing or the grid limits
+// (batch * heads <= 65535, seq_len_q <= 1048560); std::runtime_error when device == gpu and no
+// GPU can be used, or for a CUDA error.
 // Source: Dao et al. 2022, FlashAttention, Algorithm 0; the first seed.
 Result naive_attention(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K,
                        const fa::Tensor4<float>& V, const Options& options = {},
