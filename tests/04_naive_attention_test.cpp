@@ -18,11 +18,7 @@
 
 namespace {
 
-#if FA_TEST_ON_GPU
-constexpr fa::Device kDevice = fa::Device::gpu;
-#else
-constexpr fa::Device kDevice = fa::Device::cpu;
-#endif
+using fa_test::kDevice;
 
 // Float32 kernels against chapter 03's float64 recurrence on the same float32 inputs. Each score
 // is a head_dim-term float dot product, rounded at every step (unit roundoff u = 6e-8), and each

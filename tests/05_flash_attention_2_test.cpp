@@ -20,11 +20,7 @@
 
 namespace {
 
-#if FA_TEST_ON_GPU
-constexpr fa::Device kDevice = fa::Device::gpu;
-#else
-constexpr fa::Device kDevice = fa::Device::cpu;
-#endif
+using fa_test::kDevice;
 
 // Both kernels are float32 and compute every score S[i][j] with the same operations in the same
 // order (flash_attention_2.cuh, "Agreement with chapter 04"), so S is the same bit for bit. They

@@ -8,10 +8,19 @@
 #include <utility>
 #include <vector>
 
+#include "common/device.h"
 #include "common/random.h"
 #include "common/tensor.h"
 
 namespace fa_test {
+
+// Where the chapter 04 and 05 tests run their kernels: each test source is built twice, plain (the
+// CPU, through common/simt) and with FA_TEST_ON_GPU (the GPU; SKIPPED where there is none).
+#if FA_TEST_ON_GPU
+inline constexpr fa::Device kDevice = fa::Device::gpu;
+#else
+inline constexpr fa::Device kDevice = fa::Device::cpu;
+#endif
 
 enum class Scores {
   normal,    // Q, K, V ~ normal(0, 1): scores of order 1 with the default scale
