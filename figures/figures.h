@@ -12,14 +12,15 @@
 //                                     seeded random row
 //   2. flash-attention-2-tiles.svg    tiles_figure(): animated; ch05::walk_fa2 beside ch05::walk_fa1,
 //                                     tile by tile, with both byte counters
-//   3. hbm-traffic.svg                traffic_figure(): static; the seed's three sizes by
+//   3. hbm-traffic.svg                traffic_figure(): static; the traffic table's three sizes by
 //                                     ch05::traffic_row, on a log scale, and measured DRAM bytes
 //                                     when docs/benchmarks.md has them
 //   4. worked-example.svg             worked_example_figure(): static;
 //                                     ch03::trace_online_weighted_sum of the worked example
 //   5. write_figures() writes all four into a folder.
 //
-// Source: the seeds (the worked example; the traffic table, BF16, blocks of 128).
+// Source: the book's own figures, computed by its code: the worked example (chapter 03) and the
+// traffic table (chapter 05's --traffic: one head, forward pass, BF16, blocks of 128).
 // Run it: cmake --build build/default --target figures   (rewrites docs/figures/*.svg)
 //         or build/default/bin/make_figures <folder> [--benchmarks docs/benchmarks.md]
 #pragma once
@@ -36,7 +37,7 @@
 
 namespace figures {
 
-// The seed's worked example: four keys in blocks of two (the second seed, "Two blocks").
+// The worked example: four keys, scores 1, 3, 5, 2 and values 10, 20, 30, 40, in blocks of two.
 inline const std::vector<double> worked_scores{1.0, 3.0, 5.0, 2.0};
 inline const std::vector<double> worked_values{10.0, 20.0, 30.0, 40.0};
 inline constexpr std::size_t worked_block = 2;
