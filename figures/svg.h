@@ -177,11 +177,20 @@ class Track {
                                          keys_.back().first, duration));
     }
     // The keys over the whole loop: the end value held from 0 to finished_hold, then the track's
-    // own keys, shifted by finished_hold. Without those that change nothing: a repeat of the key
-    // before it, or the middle of three equal values (the line through it is flat anyway).
-    std::vector<std::pair<double, double>> keys{{0.0, value()}, {finished_hold, value()}};
-    for (const auto& [t, v] : keys_) keys.emplace_back(finished_hold + t, v);
-    if (keys_.back().first < duration) keys.emplace_back(loop_length(duration), value());
+    // own keys, shifted by finished_hold, up to the value it reaches at `duration` (a jump made at
+    // that very moment, such as a label shown "until the end" going back to 0, is left out: the
+    // loop goes on into the hold, which shows that end value). Without those that change nothing:
+    // a repeat of the key before it, or the middle of three equal values (the line through it is
+    // flat anyway).
+    std::vector<std::pair<double, double>> own;
+    for (const auto& [t, v] : keys_) {
+      own.emplace_back(t, v);
+      if (t >= duration - 1e-9) break;
+    }
+    const double end = own.back().second;
+    std::vector<std::pair<double, double>> keys{{0.0, end}, {finished_hold, end}};
+    for (const auto& [t, v] : own) keys.emplace_back(finished_hold + t, v);
+    if (own.back().first < duration) keys.emplace_back(loop_length(duration), end);
     const double loop = loop_length(duration);
     std::vector<std::pair<double, double>> kept;
     for (std::size_t k = 0; k < keys.size(); ++k) {

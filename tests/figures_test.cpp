@@ -10,6 +10,7 @@
 // (libc++, MSVC's) online-softmax.svg differs from the committed file, and the first test says
 // that this is the reason.
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstddef>
 #include <filesystem>
@@ -196,6 +197,38 @@ TEST_CASE("every animation runs over the whole loop: key times from 0 to 1, in o
     }
   }
   CHECK(animations > 100);  // figures 1 and 2 animate hundreds of attributes; none at all would be a bug
+}
+
+TEST_CASE("an animated figure opens on its finished picture: each animation starts and ends at the "
+          "element's own value", "[figures]") {
+  // A renderer without animation (or a print, or a PDF) shows the elements' own attributes; one
+  // that takes the first frame shows the animations' first values. Both must be the finished
+  // picture, so every animation's first and last value is its element's attribute (to the 0.1 px
+  // and 0.01 that svg.h prints them with: the two roundings together are at most 0.06 apart).
+  const std::regex element(R"re(<([a-z]+)((?: [a-z-]+="[^"]*")*)>[^<]*((?:<animate [^>]*/>\n)+))re");
+  const std::regex animate_of(R"re(<animate attributeName="([a-z0-9-]+)"[^>]*values="([^"]*)")re");
+  std::size_t checked = 0;
+  for (const figures::Figure& f : figures::make_figures(source_dir / "no-such-benchmarks.md")) {
+    for (auto it = std::sregex_iterator(f.svg.begin(), f.svg.end(), element); it != std::sregex_iterator(); ++it) {
+      const std::string attributes = (*it)[2];
+      const std::string children = (*it)[3];
+      for (auto a = std::sregex_iterator(children.begin(), children.end(), animate_of); a != std::sregex_iterator();
+           ++a) {
+        const std::string name = (*a)[1];
+        const std::vector<double> values = numbers_in((*a)[2]);
+        std::smatch own;
+        const std::regex own_attribute(" " + name + R"re(="([^"]*)")re");
+        INFO("figure " << f.name << ": <" << (*it)[1] << attributes.substr(0, 120) << "> animates " << name);
+        const bool has_own = std::regex_search(attributes, own, own_attribute);
+        REQUIRE((has_own || name == "opacity"));  // SVG's default opacity is 1; no other default is used
+        const double value = has_own ? std::stod(own[1]) : 1.0;
+        CHECK(std::abs(values.front() - value) <= 0.06);
+        CHECK(std::abs(values.back() - value) <= 0.06);
+        ++checked;
+      }
+    }
+  }
+  CHECK(checked > 100);  // figures 1 and 2 animate hundreds of attributes
 }
 
 TEST_CASE("figure 3 labels the traffic table as chapter 05 prints it", "[figures]") {

@@ -14,7 +14,8 @@
 // arithmetic stays below the time memory needs and the saved pass can show.
 //
 // Benchmarks: BM_safe_three_pass/<n>/<store> and BM_online_two_pass/<n>/<store>, n the number of
-// scores, store 0 = ordinary stores, 1 = streaming stores. Reported: time per row, and scores/s.
+// scores, store 0 = ordinary stores, 1 = streaming stores; BM_max_pass/<n>, the safe form's first
+// pass alone (the pass the online form saves). Reported: time per row, and scores/s.
 // Before a size is timed, both forms are checked against chapter 01's scalar softmax (see check()).
 //
 // Run it (Release build; a debug build measures nothing), about two minutes:
@@ -133,6 +134,15 @@ void BM_safe_three_pass(benchmark::State& state) { run(state, ch02::simd::safe_s
 // Chapter 02: lines 1-6 of online_softmax.h, two passes, blocks of ch02::simd::kBlock scores.
 void BM_online_two_pass(benchmark::State& state) { run(state, ch02::simd::online_softmax); }
 
+// Chapter 01's line 1 alone: what the online form saves. Its time should be about the difference
+// of the two forms' times, and the ratio safe / online about 1 + max pass / online.
+void BM_max_pass(benchmark::State& state) {
+  const auto n = static_cast<std::size_t>(state.range(0));
+  const std::span<const float> x(row(n).x);
+  for (auto _ : state) benchmark::DoNotOptimize(ch02::simd::max_pass(x));
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(n));
+}
+
 }  // namespace
 
 // Sizes 1e3, 1e4, ..., 1e8, each with ordinary and with streaming stores; for each, the safe form
@@ -147,6 +157,9 @@ int main(int argc, char** argv) {
       for (auto* b : {benchmark::RegisterBenchmark("BM_safe_three_pass", BM_safe_three_pass),
                       benchmark::RegisterBenchmark("BM_online_two_pass", BM_online_two_pass)}) {
         b->Args({n, store})->MinTime(0.3)->Unit(benchmark::kMicrosecond);
+      }
+      if (store == 0) {
+        benchmark::RegisterBenchmark("BM_max_pass", BM_max_pass)->Arg(n)->MinTime(0.3)->Unit(benchmark::kMicrosecond);
       }
     }
   }

@@ -154,6 +154,13 @@ void OnlineSoftmax(const float* HWY_RESTRICT x, float* HWY_RESTRICT p, std::size
   normalise(d, x, p, n, m, with_nan(d, l, nan), streaming);  // line 6 (pass 2)
 }
 
+// Chapter 01's line 1 alone: the pass that the online form saves.
+float MaxPass(const float* HWY_RESTRICT x, std::size_t n) {
+  const D d;
+  hn::Mask<D> nan = hn::FirstN(d, 0);
+  return hn::GetLane(range_max(d, x, 0, n, nan));
+}
+
 const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
 
 }  // namespace ch02::simd::HWY_NAMESPACE
@@ -164,6 +171,7 @@ namespace ch02::simd {
 
 HWY_EXPORT(SafeSoftmax);
 HWY_EXPORT(OnlineSoftmax);
+HWY_EXPORT(MaxPass);
 HWY_EXPORT(TargetName);
 
 namespace {
@@ -189,6 +197,11 @@ void safe_softmax(std::span<const float> x, std::span<float> p, Store store) {
 void online_softmax(std::span<const float> x, std::span<float> p, Store store) {
   check(x, p, store, "simd::online_softmax");
   HWY_DYNAMIC_DISPATCH(OnlineSoftmax)(x.data(), p.data(), x.size(), store == Store::streaming);
+}
+
+float max_pass(std::span<const float> x) {
+  if (x.empty()) throw std::invalid_argument("simd::max_pass of an empty row: give at least one score");
+  return HWY_DYNAMIC_DISPATCH(MaxPass)(x.data(), x.size());
 }
 
 std::string target_name() { return HWY_DYNAMIC_DISPATCH(TargetName)(); }

@@ -40,6 +40,10 @@ inline constexpr std::size_t kBlock = 1024;
 void safe_softmax(std::span<const float> x, std::span<float> p, Store store = Store::cached);
 void online_softmax(std::span<const float> x, std::span<float> p, Store store = Store::cached);
 
+// Chapter 01's line 1 alone, m = max x (NaN ignored): the pass over x that online_softmax saves,
+// timed on its own by the benchmark. Throws std::invalid_argument on an empty row.
+float max_pass(std::span<const float> x);
+
 // The instruction set that Highway chose on this CPU at run time, e.g. "AVX2".
 std::string target_name();
 
