@@ -2,8 +2,8 @@
 //
 // What this adds to the chapters: nothing they compute, only pictures of it. Every number in a
 // figure comes from a chapter's function (the chapter 02 trace, the chapter 03 recurrence, the
-// chapter 05 tile walks and traffic model) or, for figure 3's measured bars, from
-// docs/benchmarks.md, so a figure cannot disagree with the code: tests/figures_test.cpp
+// chapter 05 tile walks and traffic model) or, for figure 3's measured bars and figure 5, from
+// docs/benchmarks.md and docs/benchmarks-cpu.md, so a figure cannot disagree with the code: tests/figures_test.cpp
 // regenerates them and fails when they differ from the committed files.
 //
 // The figures, one function each (each returns the whole SVG file as a string):
@@ -17,12 +17,15 @@
 //                                     when docs/benchmarks.md has them
 //   4. worked-example.svg             worked_example_figure(): static;
 //                                     ch03::trace_online_weighted_sum of the worked example
-//   5. write_figures() writes all four into a folder.
+//   5. softmax-bench.svg              softmax_bench_figure(): static; chapter 02's benchmark,
+//                                     safe / online time per row size, from docs/benchmarks-cpu.md
+//   6. write_figures() writes all five into a folder.
 //
 // Source: the book's own figures, computed by its code: the worked example (chapter 03) and the
 // traffic table (chapter 05's --traffic: one head, forward pass, BF16, blocks of 128).
 // Run it: cmake --build build/default --target figures   (rewrites docs/figures/*.svg)
 //         or build/default/bin/make_figures <folder> [--benchmarks docs/benchmarks.md]
+//                                              [--cpu-benchmarks docs/benchmarks-cpu.md]
 #pragma once
 
 #include <cstddef>
@@ -34,6 +37,7 @@
 #include <vector>
 
 #include "figures/measured_traffic.h"
+#include "figures/softmax_bench_data.h"
 
 namespace figures {
 
@@ -66,19 +70,26 @@ std::string traffic_figure(const std::optional<MeasuredTraffic>& measured);
 // Figure 4 (worked-example.svg).
 std::string worked_example_figure();
 
+// Figure 5 (softmax-bench.svg). measured: the table read from docs/benchmarks-cpu.md, or nullopt
+// where there is none (the figure then says how to make it).
+std::string softmax_bench_figure(const std::optional<SoftmaxBench>& measured);
+
 // One figure file: its name in docs/figures/ and its content.
 struct Figure {
   std::string name;
   std::string svg;
 };
 
-// All four figures. benchmarks: the path of docs/benchmarks.md; a missing file means no
-// measurements. Throws std::invalid_argument when the file holds a measured table that cannot be
-// read (read_measured_traffic's message), std::runtime_error when it exists but cannot be read.
-std::vector<Figure> make_figures(const std::filesystem::path& benchmarks);
+// All five figures. benchmarks, cpu_benchmarks: the paths of docs/benchmarks.md and
+// docs/benchmarks-cpu.md; a missing file means no measurements. Throws std::invalid_argument when
+// a file holds a measured table that cannot be read (the reader's message), std::runtime_error
+// when a file exists but cannot be read.
+std::vector<Figure> make_figures(const std::filesystem::path& benchmarks,
+                                 const std::filesystem::path& cpu_benchmarks);
 
-// Writes make_figures(benchmarks) into folder (created if missing), one file each. Throws as
-// make_figures, and std::runtime_error naming the file when one cannot be written.
-void write_figures(const std::filesystem::path& folder, const std::filesystem::path& benchmarks);
+// Writes make_figures(benchmarks, cpu_benchmarks) into folder (created if missing), one file
+// each. Throws as make_figures, and std::runtime_error naming the file when one cannot be written.
+void write_figures(const std::filesystem::path& folder, const std::filesystem::path& benchmarks,
+                   const std::filesystem::path& cpu_benchmarks);
 
 }  // namespace figures

@@ -4,10 +4,10 @@
 // CPU has.
 //
 // Why Highway's exp rather than the compiler's vector math library (glibc's libmvec, reached
-// through `#pragma omp simd`): GCC calls libmvec's vector expf only under -ffast-math, whose
-// -ffinite-math-only lets the compiler assume that no score is -inf or NaN, and those are exactly
-// the cases the book's softmax defines (a masked score, a fully masked row, a NaN that must reach
-// the output). Highway's Exp is an ordinary function of a vector, needs no fast-math, is within
+// through `#pragma omp simd`): glibc declares its vector expf to the compiler only under
+// -ffast-math (bits/math-vector.h tests __FAST_MATH__), whose -ffinite-math-only lets the compiler
+// assume that no score is -inf or NaN, and those are exactly the cases the book's softmax
+// defines (a masked score, a fully masked row, a NaN that must reach the output). Highway's Exp is an ordinary function of a vector, needs no fast-math, is within
 // 1 ulp of exp, runs on any CPU (x86, Arm, RISC-V, with a scalar fallback), is packaged by Debian
 // and Ubuntu (libhwy-dev), and the choice of instruction set is made at run time, so one binary
 // is fast on both an old and a new CPU.
@@ -15,7 +15,7 @@
 // Loads and the tail: a row is read in whole vectors of N lanes (N = 8 floats with AVX2); the last
 // n mod N scores are loaded into a vector whose unused lanes are -inf, which is the book's masked
 // score: weight 0, so the tail needs no code of its own. Four vectors are in flight per step so
-// that each pass is limited by memory, not by the latency of one max or add.
+// that a pass is limited by memory or by the arithmetic, not by the latency of one max or add.
 //
 // Source: chapter 01 (safe_softmax.h) and chapter 02 (online_softmax.h), lines as numbered there;
 // M. Milakov and N. Gimelshein, "Online normalizer calculation for softmax", arXiv:1805.02867
