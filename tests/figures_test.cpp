@@ -337,7 +337,7 @@ TEST_CASE("figure 5 draws the ratios of docs/benchmarks-cpu.md with the caches m
   CHECK(tag_balance(svg) == "");
   for (const char* label : {">1.02</text>", ">0.99</text>", ">1.13</text>", ">1.19</text>", ">1.20</text>",
                             ">L1d 32 KiB</text>", ">L2 512 KiB</text>", ">L3 32 MiB</text>", ">1e8</text>",
-                            ">400 MB</text>", "5/4: the limit", "4/3: the same"}) {
+                            ">400 MB</text>", "5/4: memory-bound limit", "4/3: the same, streaming"}) {
     INFO(label);
     CHECK(svg.find(label) != std::string::npos);
   }
