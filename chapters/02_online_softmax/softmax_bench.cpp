@@ -21,6 +21,7 @@
 // Run it (Release build; a debug build measures nothing), about two minutes:
 //   build/default/bin/ch02_softmax_bench --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
 // docs/02-online-softmax.md has the ratios measured on one machine, and how to read them.
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -88,8 +89,10 @@ std::string check_row(Kernel kernel, std::span<const float> x, Store store, cons
 
 // The row of the benchmark (up to 1e6 scores; above that the scalar references take seconds, and
 // the kernels are the same code at every size), and once the special values of the book's
-// conventions: masked (-inf) scores, a fully masked row (all zeros), a NaN (all NaN). The special
-// rows are 1000 long, so that they cover whole vectors, a block boundary and a tail.
+// conventions: masked (-inf) scores, a fully masked row (all zeros), a row whose first block is
+// fully masked (the guard of line 3), a NaN (all NaN). The special rows are 2500 long: two whole
+// blocks of ch02::simd::kBlock = 1024, a shorter third block, and a tail of 4 scores after the
+// last whole vector of 8 (AVX2) or 16 (AVX-512).
 std::string check(Kernel kernel, const Row& r, std::size_t n, Store store) {
   if (n <= 1000000) {
     if (std::string wrong = check_row(kernel, r.x, store, fmt::format("{} scores", n)); !wrong.empty()) {
@@ -97,13 +100,16 @@ std::string check(Kernel kernel, const Row& r, std::size_t n, Store store) {
     }
   }
   const float inf = std::numeric_limits<float>::infinity();
-  std::vector<float> masked = fa::normal<float>(1000, 7, 0.0, 5.0);  // 7, 8: random seeds
+  std::vector<float> masked = fa::normal<float>(2500, 7, 0.0, 5.0);  // 7, 8: random seeds
   for (std::size_t i = 0; i < masked.size(); i += 3) masked[i] = -inf;
-  std::vector<float> nan_row = fa::normal<float>(1000, 8, 0.0, 5.0);
-  nan_row[517] = std::numeric_limits<float>::quiet_NaN();
-  std::vector<float> all_masked(1000, -inf);
+  std::vector<float> nan_row = fa::normal<float>(2500, 8, 0.0, 5.0);
+  nan_row[2049] = std::numeric_limits<float>::quiet_NaN();  // in the third block
+  std::vector<float> all_masked(2500, -inf);
+  std::vector<float> masked_start = fa::normal<float>(2500, 9, 0.0, 5.0);  // 9: a random seed
+  std::fill(masked_start.begin(), masked_start.begin() + 1500, -inf);  // m stays -inf for a block
   for (const auto& [row, what] : {std::pair{&masked, "a row with every third score -inf"},
                                   std::pair{&all_masked, "a row of only -inf"},
+                                  std::pair{&masked_start, "a row whose first 1500 scores are -inf"},
                                   std::pair{&nan_row, "a row with one NaN"}}) {
     if (std::string wrong = check_row(kernel, *row, store, what); !wrong.empty()) return wrong;
   }
