@@ -22,6 +22,7 @@
 // (2018), sections 2-3 (the passes over memory counted there are the ones this file saves).
 #include "chapters/02_online_softmax/softmax_simd.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <stdexcept>
@@ -82,12 +83,27 @@ HWY_INLINE V range_max(D d, const float* HWY_RESTRICT x, std::size_t i0, std::si
   return hn::MaxOfLanes(d, hn::Max(hn::Max(m0, m1), hn::Max(m2, m3)));
 }
 
-// sum_{i0 <= j < i1} term(x_j, m), broadcast to every lane.
-HWY_INLINE V range_sum(D d, const float* HWY_RESTRICT x, std::size_t i0, std::size_t i1, V m) {
+// Asks for the cache lines of x[i + kAhead .. i + kAhead + count) (clamped to the row of n scores)
+// to be brought into the cache: the loads of a pass that is busy with exps run kAhead scores
+// ahead of it, so that memory and arithmetic overlap. This matters most for the online form: it
+// reads a block from memory for the block's max, and without the request the block's reads would
+// wait for memory while the exps of the previous block wait for nothing (measured on the machine of
+// docs/benchmarks-cpu.md: pass 1 of the online form took as long as the safe form's first two
+// passes together). Every pass with exps asks the same way, in both forms.
+// count: the scores the caller is about to read from x[i]; one request per 64-byte line (16 floats).
+inline constexpr std::size_t kAhead = kBlock;
+HWY_INLINE void fetch_ahead(const float* HWY_RESTRICT x, std::size_t i, std::size_t count, std::size_t n) {
+  for (std::size_t k = 0; k < count; k += 16) hwy::Prefetch(x + std::min(i + kAhead + k, n - 1));
+}
+
+// sum_{i0 <= j < i1} term(x_j, m), broadcast to every lane; n: the row's length, for fetch_ahead.
+HWY_INLINE V range_sum(D d, const float* HWY_RESTRICT x, std::size_t i0, std::size_t i1, V m,
+                       std::size_t n) {
   const std::size_t N = hn::Lanes(d);
   V s0 = hn::Zero(d), s1 = hn::Zero(d), s2 = hn::Zero(d), s3 = hn::Zero(d);
   std::size_t i = i0;
   for (; i + 4 * N <= i1; i += 4 * N) {
+    fetch_ahead(x, i, 4 * N, n);
     s0 = hn::Add(s0, term(d, hn::LoadU(d, x + i), m));
     s1 = hn::Add(s1, term(d, hn::LoadU(d, x + i + N), m));
     s2 = hn::Add(s2, term(d, hn::LoadU(d, x + i + 2 * N), m));
@@ -109,9 +125,15 @@ void normalise(D d, const float* HWY_RESTRICT x, float* HWY_RESTRICT p, std::siz
   }
   std::size_t i = 0;
   if (streaming) {
-    for (; i + N <= n; i += N) hn::Stream(hn::Div(term(d, hn::LoadU(d, x + i), m), l), d, p + i);
+    for (; i + N <= n; i += N) {
+      if (i % 16 == 0) fetch_ahead(x, i, N < 16 ? 16 : N, n);  // a line per 16 floats
+      hn::Stream(hn::Div(term(d, hn::LoadU(d, x + i), m), l), d, p + i);
+    }
   } else {
-    for (; i + N <= n; i += N) hn::StoreU(hn::Div(term(d, hn::LoadU(d, x + i), m), l), d, p + i);
+    for (; i + N <= n; i += N) {
+      if (i % 16 == 0) fetch_ahead(x, i, N < 16 ? 16 : N, n);
+      hn::StoreU(hn::Div(term(d, hn::LoadU(d, x + i), m), l), d, p + i);
+    }
   }
   if (i < n) {
     const V p_i = hn::Div(term(d, load_scores(d, x, i, n), m), l);
@@ -130,7 +152,7 @@ void SafeSoftmax(const float* HWY_RESTRICT x, float* HWY_RESTRICT p, std::size_t
   const D d;
   hn::Mask<D> nan = hn::FirstN(d, 0);
   const V m = range_max(d, x, 0, n, nan);                  // line 1 (pass 1)
-  const V l = with_nan(d, range_sum(d, x, 0, n, m), nan);  // line 2 (pass 2)
+  const V l = with_nan(d, range_sum(d, x, 0, n, m, n), nan);  // line 2 (pass 2)
   normalise(d, x, p, n, m, l, streaming);                  // line 3 (pass 3)
 }
 
@@ -148,7 +170,8 @@ void OnlineSoftmax(const float* HWY_RESTRICT x, float* HWY_RESTRICT p, std::size
     const V m_new = hn::Max(range_max(d, x, first, last, nan), m);  // line 2
     // line 3, with rescale_factor()'s guard: exactly 1 when the max did not rise.
     const V c = hn::IfThenElse(hn::Eq(m, m_new), one, hn::Exp(d, hn::Sub(m, m_new)));
-    l = hn::MulAdd(l, c, range_sum(d, x, first, last, m_new));  // line 4
+    // line 4; the sum reads the block from the L1 cache and asks for the next block meanwhile.
+    l = hn::MulAdd(l, c, range_sum(d, x, first, last, m_new, n));
     m = m_new;                                                   // line 5
   }
   normalise(d, x, p, n, m, with_nan(d, l, nan), streaming);  // line 6 (pass 2)
