@@ -40,6 +40,7 @@
 #include "chapters/02_online_softmax/softmax_simd.h"
 #include "common/compare.h"
 #include "common/random.h"
+#include "common/tolerance.h"
 
 namespace {
 
@@ -66,12 +67,12 @@ Row& row(std::size_t n) {
 using Kernel = void (*)(std::span<const float>, std::span<float>, Store);
 
 // The vectorised form against chapter 01's scalar safe softmax in float64 (the reference), with the
-// book's rule for a float32 result: its error may be at most twice the error that the plain
-// float32 evaluation of the same formula (ch01::safe_softmax<float>) makes on the same row, plus a
-// small absolute term (4 float32 epsilons of relative L2, for rows where the plain error happens to
-// be near 0). Relative L2, so that the many tiny weights do not hide the large ones; compare()
-// counts a NaN against a number as an infinite error, so a lost NaN fails. Returns "" when the
-// form agrees, else a one-line description of the disagreement.
+// book's rule for a float32 result (common/tolerance.h): its error may be at most twice the error
+// that the plain float32 evaluation of the same formula (ch01::safe_softmax<float>) makes on the
+// same row, plus the unit roundoff 2^-24 (for rows where the plain error happens to be near 0).
+// Relative L2, so that the many tiny weights do not hide the large ones; compare() counts a NaN
+// against a number as an infinite error, so a lost NaN fails. Returns "" when the form agrees,
+// else a one-line description of the disagreement.
 std::string check_row(Kernel kernel, std::span<const float> x, Store store, const std::string& what) {
   hwy::AlignedFreeUniquePtr<float[]> p = hwy::AllocateAligned<float>(x.size());
   kernel(x, std::span<float>(p.get(), x.size()), store);
@@ -80,11 +81,10 @@ std::string check_row(Kernel kernel, std::span<const float> x, Store store, cons
   const std::vector<float> plain = ch01::safe_softmax(x);
   const fa::ErrorStats plain_error = fa::compare(plain, ref);
   const fa::ErrorStats error = fa::compare(std::span<const float>(p.get(), x.size()), std::span<const double>(ref));
-  const double bound = 2.0 * plain_error.rel_l2 + 4.0 * std::numeric_limits<float>::epsilon();
+  const double bound = fa::bound_from_plain(plain_error.rel_l2);
   if (error.rel_l2 <= bound) return "";
-  return fmt::format("vectorised softmax disagrees with chapter 01 on {}: {} (bound {:.3g}, twice "
-                     "the plain float32 error {:.3g} plus 4 eps)",
-                     what, fa::describe(error), bound, plain_error.rel_l2);
+  return fmt::format("vectorised softmax disagrees with chapter 01 on {}: {}; bound {}", what,
+                     fa::describe(error), fa::explain_bound(plain_error.rel_l2));
 }
 
 // The row of the benchmark (up to 1e6 scores; above that the scalar references take seconds, and
