@@ -1,6 +1,6 @@
-// The chapter's kernels, compiled once per backend: ch04::cpu (common/simt, naive_attention_cpu.cpp)
-// and ch04::gpu (nvcc, naive_attention_gpu.cu). Both are defined by the same source,
-// naive_attention.cuh; this header declares what the rest of the program may call.
+// The chapter's kernels, compiled once per backend (add_kernels, cmake/Chapters.cmake): ch04::cpu
+// (the host compiler, through common/simt) and ch04::gpu (nvcc). Both are defined by the same
+// source, naive_attention.cuh; this header declares what the rest of the program may call.
 #pragma once
 
 #include <span>

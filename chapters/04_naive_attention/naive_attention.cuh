@@ -19,11 +19,12 @@
 // Causal mask: query i sees keys j <= i + seq_len_k - seq_len_q (bottom-right aligned, as in
 // FlashAttention 2.1+); a row that sees no key gets P = 0 and O = 0.
 //
-// This file is compiled twice: by the host compiler through common/simt (namespace ch04::cpu, in
-// naive_attention_cpu.cpp) and by nvcc (namespace ch04::gpu, in naive_attention_gpu.cu). Those two
-// files are the only ones that include it; everything else calls it through backends.h.
+// This file is compiled twice (add_kernels in cmake/Chapters.cmake): by the host compiler through
+// common/simt (namespace ch04::cpu) and by nvcc (namespace ch04::gpu). Nothing else
+// includes it; the rest of the program calls it through backends.h.
 //
-// Source: the first seed ("standard attention ... four passes over N^2 numbers"); Dao et al. 2022,
+// Source: Dao et al. 2022, FlashAttention, section 2.2 (standard attention: S and P written to and read
+// back from HBM, four passes over N^2 numbers) and
 // FlashAttention, Algorithm 0 (standard attention implementation).
 // Run the demo: build/default/bin/ch04_naive_attention
 #pragma once
@@ -87,8 +88,9 @@ __global__ void softmax_kernel(const float* __restrict__ S, float* __restrict__ 
   __syncthreads();  // everyone has read partial[0] before it is reused for the sum
 
   // A fully masked row has m = -inf, and exp(-inf - (-inf)) would be NaN: subtract 0 instead, so
-  // every term is exp(-inf) = 0, l = 0, and the row's P is 0 (DESIGN.md: masked rows give zeros).
-  const float m_safe = (m == -INFINITY) ? 0.0f : m;
+  // every term is exp(-inf) = 0, l = 0, and the row's P is 0 (the book's convention: masked rows give
+  // zeros, docs/conventions.md).
+  const float m_safe = m == -INFINITY ? 0.0f : m;  // chapter 02's safe_max, written out
 
   // Line 3: l = sum_j exp(S[i][j] - m), the same tree.
   float l = 0.0f;

@@ -1,6 +1,6 @@
-// The chapter's kernel, compiled once per backend: ch05::cpu (common/simt,
-// flash_attention_2_cpu.cpp) and ch05::gpu (nvcc, flash_attention_2_gpu.cu). Both are defined by
-// the same source, flash_attention_2.cuh; this header declares what the rest of the program may call.
+// The chapter's kernel, compiled once per backend (add_kernels, cmake/Chapters.cmake): ch05::cpu
+// (the host compiler, through common/simt) and ch05::gpu (nvcc). Both are defined by the same
+// source, flash_attention_2.cuh; this header declares what the rest of the program may call.
 #pragma once
 
 #include <span>
