@@ -6,6 +6,8 @@
 #include <span>
 #include <vector>
 
+#include "common/simt/launch_mode.h"
+
 namespace ch04 {
 
 // One attention problem as the kernels see it: batch and heads folded into one index.
@@ -28,12 +30,15 @@ struct DeviceRun {
   double elapsed_ms = 0.0;
 };
 
-// Both backends offer the same two functions (defined in naive_attention.cuh):
-//   launch_naive_attention: the three launches on memory already on the device;
+// Both backends offer the same functions (defined in naive_attention.cuh):
+//   launch_naive_attention: the three launches on memory already on the device (with a
+//                           LaunchMode: asynchronous on the GPU if asked, common/simt/launch_mode.h);
 //   run_naive_attention:    host data in, host data out (copies, NaN-poisons the outputs, launches).
 namespace cpu {  // always built
 void launch_naive_attention(const float* Q, const float* K, const float* V, float* S, float* P,
                             float* O, const DeviceProblem& problem);
+void launch_naive_attention(const float* Q, const float* K, const float* V, float* S, float* P,
+                            float* O, const DeviceProblem& problem, simt::LaunchMode mode);
 DeviceRun run_naive_attention(std::span<const float> Q, std::span<const float> K,
                               std::span<const float> V, const DeviceProblem& problem);
 }  // namespace cpu
@@ -41,6 +46,8 @@ DeviceRun run_naive_attention(std::span<const float> Q, std::span<const float> K
 namespace gpu {  // built where nvcc was found (FA_HAVE_CUDA); device pointers for launch_*
 void launch_naive_attention(const float* Q, const float* K, const float* V, float* S, float* P,
                             float* O, const DeviceProblem& problem);
+void launch_naive_attention(const float* Q, const float* K, const float* V, float* S, float* P,
+                            float* O, const DeviceProblem& problem, simt::LaunchMode mode);
 DeviceRun run_naive_attention(std::span<const float> Q, std::span<const float> K,
                               std::span<const float> V, const DeviceProblem& problem);
 }  // namespace gpu
