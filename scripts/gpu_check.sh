@@ -359,6 +359,20 @@ fi
 begin report
 table_of() { [ -s "$logs/$1" ] && grep -E '^\|' "$logs/$1"; }
 text_of() { [ -s "$logs/$1" ] && grep -vE '^\||^$' "$logs/$1"; }
+# section NN HEADING OK: chapter NN's benchmark table with torch's rows under it, or why there is none.
+section() {
+  echo
+  echo "## $2"
+  echo
+  if (($3)); then
+    text_of "bench-ch$1.md"
+    echo
+    table_of "bench-ch$1.md"
+    table_of "torch-ch$1.md"
+  else
+    echo "Not measured: $(printf '%s\n' "${summary[@]}" | grep -m1 -E "ch$1_gpu_bench|ch$1-bench" | sed 's/^- //')"
+  fi
+}
 cuda_version=$(nvcc --version 2>/dev/null | grep -o 'release [0-9.]*' | cut -d' ' -f2)
 device_line=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)
 {
@@ -375,33 +389,9 @@ device_line=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2
   echo "kernel with dynamic shared memory first fills it with 0xff bytes, one pass of 16-byte stores."
   echo "Each torch row names the backend it was forced onto (torch.nn.attention.sdpa_kernel) and its"
   echo "arithmetic; \"model MB\" is the chapter 05 traffic model for the whole batch in float32 (Br = Bc = 64)."
-  echo
-  echo "## Naive attention (chapter 04) against FlashAttention-2 (chapter 05), batch 4, heads 16, float32"
-  echo
-  if ((ch05_ok)); then
-    text_of bench-ch05.md; echo
-    table_of bench-ch05.md; table_of torch-ch05.md
-  else
-    echo "Not measured: $(printf '%s\n' "${summary[@]}" | grep -m1 -E 'ch05_gpu_bench|ch05-bench' | sed 's/^- //')"
-  fi
-  echo
-  echo "## FlashAttention-2 on tensor cores (chapter 06) beside torch's FlashAttention-2 and cuDNN backends"
-  echo
-  if ((ch06_ok)); then
-    text_of bench-ch06.md; echo
-    table_of bench-ch06.md; table_of torch-ch06.md
-  else
-    echo "Not measured: $(printf '%s\n' "${summary[@]}" | grep -m1 -E 'ch06_gpu_bench|ch06-bench' | sed 's/^- //')"
-  fi
-  echo
-  echo "## The backward pass (chapter 07) beside torch autograd (forward + backward), float32"
-  echo
-  if ((ch07_ok)); then
-    text_of bench-ch07.md; echo
-    table_of bench-ch07.md; table_of torch-ch07.md
-  else
-    echo "Not measured: $(printf '%s\n' "${summary[@]}" | grep -m1 -E 'ch07_gpu_bench|ch07-bench' | sed 's/^- //')"
-  fi
+  section 05 "Naive attention (chapter 04) against FlashAttention-2 (chapter 05), batch 4, heads 16, float32" "$ch05_ok"
+  section 06 "FlashAttention-2 on tensor cores (chapter 06) beside torch's FlashAttention-2 and cuDNN backends" "$ch06_ok"
+  section 07 "The backward pass (chapter 07) beside torch autograd (forward + backward), float32" "$ch07_ok"
   if [ -n "$ncu_dram" ]; then  # figures/measured_traffic.cpp reads this section: keep its heading
     echo
     echo "## Measured DRAM traffic (Nsight Compute) beside the traffic model, N = 4096, batch 4, heads 16"
