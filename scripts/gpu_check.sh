@@ -21,8 +21,9 @@
 #  report         15 s  docs/benchmarks.md, the figures redrawn from it, the summary printed last
 # Every step runs under `timeout`; a step never starts past the total of 480 s (it is reported
 # "skipped (out of time)"), and one that would overrun it gets what is left. A program, flag or
-# tool that is missing is reported "skipped (not built)" / "skipped (not installed)", never as
-# passed; a timed-out run is never called clean. Exit status: 0 if no step FAILED, else 1.
+# tool that is missing is reported "skipped (not built)" / "skipped (not installed)", and ncu on a
+# driver that keeps the performance counters from it "skipped (not permitted)", never as passed;
+# a timed-out run is never called clean. Exit status: 0 if no step FAILED, else 1.
 #
 # Usage: scripts/gpu_check.sh            (from anywhere; it works in the repository root)
 # Libraries not installed system-wide can be found through CMAKE_PREFIX_PATH (CMake reads it from
@@ -85,6 +86,9 @@ end_checked() { if ((failures > step_failures)); then end FAILED; else end ok; f
 skip() { step=$1 step_t0=$SECONDS; end "skipped ($2)"; note "$1: skipped ($2)"; }
 # remaining END: seconds until END (a value of $SECONDS), at least 1 (timeout 0 means no limit).
 remaining() { local r=$(($1 - SECONDS)); ((r < 1)) && r=1; echo "$r"; }
+# no_counters LOG: whether ncu said it may not read the GPU's performance counters (a setting of
+# the machine's driver, not a fault of the code).
+no_counters() { grep -q "ERR_NVGPUCTRPERM" "$1" 2>/dev/null; }
 # has_flag PROGRAM FLAG: whether PROGRAM --help mentions FLAG.
 has_flag() { "$1" --help 2>&1 | grep -q -- "$2"; }
 
@@ -315,6 +319,10 @@ if begin ncu-dram; then
       ncu_dram=$(python3 scripts/ncu_table.py "$logs/ncu-dram.csv" --bench "$logs/bench-ch05.md" \
                  --seq 4096 --head-dim 64 128 2>>"$logs/ncu-dram.err"); then
     note "ncu DRAM bytes: ok"; end ok
+  elif no_counters "$logs/ncu-dram.err" || no_counters "$logs/ncu-dram.csv"; then
+    ncu_dram=""
+    note "ncu DRAM bytes: skipped (not permitted: ERR_NVGPUCTRPERM, the driver keeps the performance counters from ncu)"
+    end "skipped (no counters)"
   else
     ncu_dram=""
     fail "ncu DRAM bytes: FAILED (or timed out), see ncu-dram.err"; tail -5 "$logs/ncu-dram.err"; end FAILED
@@ -341,7 +349,12 @@ if begin ncu-counts; then
       metrics=$(python3 scripts/ncu_profile_table.py --metrics)
       if ! timeout -k 5 "$(remaining "$step_end")" ncu --csv "${ncu_units[@]}" --metrics "$metrics" \
           "$exe" --device gpu "${profile_shape[@]}" >"$csv" 2>"$logs/ncu-counts-$program.err"; then
-        fail "ncu counts $program: ncu FAILED (or timed out), see ncu-counts-$program.err"; continue
+        if no_counters "$logs/ncu-counts-$program.err" || no_counters "$csv"; then
+          note "ncu counts $program: skipped (not permitted: ERR_NVGPUCTRPERM)"
+        else
+          fail "ncu counts $program: ncu FAILED (or timed out), see ncu-counts-$program.err"
+        fi
+        continue
       fi
       if rows=$(python3 scripts/ncu_profile_table.py --program "$program" --simt "$json" --ncu "$csv" $header \
                 2>>"$logs/ncu-counts-$program.err"); then
