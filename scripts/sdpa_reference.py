@@ -2,8 +2,8 @@
 """torch.nn.functional.scaled_dot_product_attention beside the chapters' GPU benchmarks.
 
 For scripts/gpu_check.sh: the same shapes, the same FLOP count and the same timing as the
-chapters' benchmarks (CUDA events around the call alone; the first call is a warm-up timed to see
-how many runs fit in --budget-ms; the median of the runs), printed as Markdown rows in the
+chapters' benchmarks (CUDA events around the call alone; the warm-up calls are timed to see how
+many runs fit in --budget-ms; the median of the runs), printed as Markdown rows in the
 columns of the benchmark it stands beside (--columns):
 
   ch05  | kernel | seq_len | head_dim | causal | median ms | TFLOP/s | model MB | runs |
@@ -60,7 +60,8 @@ def forward_flops(batch, heads, n, d, causal):
 
 
 def measure(torch, fn, warmup, runs, budget_ms):
-    """(median ms, runs): the first call timed to size the runs, as the chapters' benchmarks do."""
+    """(median ms, runs): the warm-up calls timed to size the runs by the last of them (only one
+    where a call takes over 100 ms), as the chapters' benchmarks do."""
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
 
     def timed_call():
@@ -70,10 +71,12 @@ def measure(torch, fn, warmup, runs, budget_ms):
         stop.synchronize()
         return start.elapsed_time(stop)
 
-    first_ms = timed_call()
-    for _ in range(0 if first_ms > 100.0 else warmup - 1):
-        fn()
-    count = max(1, min(runs, int(budget_ms / max(first_ms, 1e-3))))
+    warm_ms = timed_call()
+    for _ in range(warmup - 1):
+        if warm_ms > 100.0:
+            break
+        warm_ms = timed_call()
+    count = max(1, min(runs, int(budget_ms / max(warm_ms, 1e-3))))
     return statistics.median(timed_call() for _ in range(count)), count
 
 

@@ -3,10 +3,10 @@
 //
 // For each (kernel, seq_len N, head_dim d, causal) it prints one Markdown table row:
 //   | kernel | seq_len | head_dim | causal | median ms | TFLOP/s | model MB | runs |
-// 1. one untimed-for-the-table launch (the warm-up), timed on its own to see how long a call takes;
-// 2. runs = min(--runs, --budget-ms / that time), at least 1: a kernel of more than 100 ms gets
-//    fewer repetitions than a fast one (chapter 04 at N = 8192 takes seconds per call), and a
-//    kernel slower than 100 ms gets no warm-up beyond the first launch;
+// 1. --warmup launches that the table does not count, each timed on its own to see how long a call
+//    takes (a kernel slower than 100 ms gets no warm-up beyond the first launch);
+// 2. runs = min(--runs, --budget-ms / the last warm-up's time), at least 1: a kernel of more than
+//    100 ms gets fewer repetitions than a fast one (chapter 04 at N = 8192 takes seconds a call);
 // 3. each run is one CUDA event pair around the launch(es) alone: the launches are asynchronous
 //    (simt::LaunchMode::asynchronous), the shared-memory allowance was set by the warm-up
 //    (set_max_dynamic_shared_bytes calls the runtime once per kernel), and the host waits for the
@@ -101,13 +101,16 @@ template <class Launch>
 Timing measure(const char* kernel, const Launch& launch, int warmup, int runs, double budget_ms) {
   try {
     EventPair events;
-    events.start();
-    launch();  // the first warm-up, timed only to size the runs
-    const double first_ms = events.stop_and_wait();
+    // The warm-ups are timed too, only to size the runs: by the last one, since the first may
+    // include loading the kernel's code onto the GPU.
     constexpr double slow_ms = 100.0;
-    const int more_warmup = first_ms > slow_ms ? 0 : warmup - 1;
-    for (int w = 0; w < more_warmup; ++w) launch();
-    const int fit = static_cast<int>(budget_ms / std::max(first_ms, 1e-3));
+    double warm_ms = 0;
+    for (int w = 0; w < warmup && (w == 0 || warm_ms <= slow_ms); ++w) {
+      events.start();
+      launch();
+      warm_ms = events.stop_and_wait();
+    }
+    const int fit = static_cast<int>(budget_ms / std::max(warm_ms, 1e-3));
     const int timed = std::clamp(fit, 1, runs);
     std::vector<double> times;
     for (int r = 0; r < timed; ++r) {
@@ -115,7 +118,7 @@ Timing measure(const char* kernel, const Launch& launch, int warmup, int runs, d
       launch();
       times.push_back(events.stop_and_wait());
     }
-    FA_CUDA_CHECK(cudaGetLastError());  // a fault in an asynchronous launch shows here at the latest
+    FA_CUDA_CHECK(cudaGetLastError());  // an error an asynchronous launch left behind
     std::sort(times.begin(), times.end());
     const std::size_t n = times.size();
     const double median = n % 2 == 1 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]);
