@@ -4,8 +4,8 @@
 #  step         budget  what
 #  build         110 s  configure with the cuda preset (for the local GPU) and build what the GPU
 #                       steps run: the GPU tests, the benchmarks, the demos, make_figures
-#  gpu-tests      25 s  ctest -L gpu: the chapters' tests and simt's on the GPU
-#  sanitizer     110 s  compute-sanitizer racecheck, memcheck, initcheck and synccheck on the test
+#  gpu-tests      35 s  ctest -L gpu: the chapters' tests and simt's on the GPU
+#  sanitizer     100 s  compute-sanitizer racecheck, memcheck, initcheck and synccheck on the test
 #                       cases tagged [sanitizer] of each chapter's GPU test (04, 05, 06, 07 where
 #                       built), 8 at a time; beside them, on half the cores, the rest of the build
 #                       and the CPU tests (ctest -LE gpu, CI's suite)
@@ -49,7 +49,7 @@ gpu_targets=(04_naive_attention_gpu_test 05_flash_attention_2_gpu_test 06_tensor
 profile_shape=(--batch 1 --heads 2 --seq-q 256 --seq-k 256 --head-dim 64)
 
 total_budget=480
-declare -A budget=([build]=110 [gpu-tests]=25 [sanitizer]=110 [ch05-bench]=50 [ch05-torch]=20
+declare -A budget=([build]=110 [gpu-tests]=35 [sanitizer]=100 [ch05-bench]=50 [ch05-torch]=20
                    [ch06-bench]=20 [ch06-torch]=25 [ch07-bench]=20 [ch07-torch]=20 [ncu-dram]=35
                    [ncu-counts]=30 [report]=15)
 steps=(build gpu-tests sanitizer ch05-bench ch05-torch ch06-bench ch06-torch ch07-bench ch07-torch
