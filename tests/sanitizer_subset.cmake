@@ -16,6 +16,10 @@ foreach(variable TEST_BINARY GPU_CHECK)
   endif()
 endforeach()
 
+if(NOT EXISTS "${TEST_BINARY}")
+  message(FATAL_ERROR "${TEST_BINARY} is not built; build the chapter's target first")
+endif()
+
 # 1. The filter, from the line sanitizer_filter='...' of the script.
 file(STRINGS "${GPU_CHECK}" filter_line REGEX "^sanitizer_filter='[^']+'")
 if(NOT filter_line MATCHES "^sanitizer_filter='([^']+)'")

@@ -3,7 +3,7 @@
 //   simt::launch<ch04::cpu::scores_kernel>(grid, block, 0, Q, K, S, n);
 //   simt::set_max_dynamic_shared_bytes<flash_kernel<64, 64, 64>>(bytes);   // above 48 KiB
 //   simt::launch<flash_kernel<64, 64, 64>>(grid, block, bytes, ...);
-//   simt::launch_async<...>(...), simt::launch<...>(simt::LaunchMode, ...)   the same here (launch_mode.h)
+//   simt::launch_async<...>(...), simt::launch<...>(simt::LaunchMode, ...)   the same on the CPU
 //
 // The kernel is a template argument, so that its name (for error messages) comes from the
 // compiler, and so that nvcc's version of this function (gpu.h) can write Kernel<<<...>>>.
