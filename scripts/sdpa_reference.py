@@ -15,7 +15,7 @@ torch.nn.attention.sdpa_kernel, so a row either is that backend's time or says w
 run ("not available: ..." when torch refuses the backend for these inputs, e.g. FLASH_ATTENTION
 and CUDNN_ATTENTION take only fp16 and bf16; "failed: ..." for any other error, or an output
 that is not finite). A row without a time never holds a number. The kernel cell also says what
-arithmetic the backend uses on these inputs (ARITHMETIC below).
+arithmetic the backend uses on these inputs (arithmetic() below).
 
 FLOPs: forward 4 * batch * heads * N^2 * d (two matrix products of 2 N^2 d), halved when causal;
 with --backward the timed call is forward + backward (torch.autograd.grad), counted as 3.5 times
@@ -122,21 +122,24 @@ class Table:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--seq", type=int, nargs="+", default=[1024, 4096, 8192], help="N (queries = keys)")
-    ap.add_argument("--head-dim", type=int, nargs="+", default=[64, 128])
-    ap.add_argument("--batch", type=int, default=4)
-    ap.add_argument("--heads", type=int, default=16)
-    ap.add_argument("--dtype", nargs="+", choices=sorted(DTYPES), default=["float32"])
+    ap.add_argument("--seq", type=int, nargs="+", default=[1024, 4096, 8192],
+                    help="N, queries = keys (default: 1024 4096 8192)")
+    ap.add_argument("--head-dim", type=int, nargs="+", default=[64, 128], help="d (default: 64 128)")
+    ap.add_argument("--batch", type=int, default=4, help="batch size (default: 4)")
+    ap.add_argument("--heads", type=int, default=16, help="heads (default: 16)")
+    ap.add_argument("--dtype", nargs="+", choices=sorted(DTYPES), default=["float32"],
+                    help="input types, each in turn (default: float32)")
     ap.add_argument("--backend", nargs="+", choices=list(BACKENDS), default=["efficient", "math"],
-                    help="each is forced in turn with torch.nn.attention.sdpa_kernel")
+                    help="each is forced in turn with torch.nn.attention.sdpa_kernel (default: efficient math)")
     ap.add_argument("--backward", action="store_true", help="time forward + backward (autograd)")
     ap.add_argument("--columns", choices=["ch05", "ch06", "ch07"],
                     help="the benchmark table to match (default: ch07 with --backward, ch06 for "
                          "fp16/bf16, else ch05)")
-    ap.add_argument("--warmup", type=int, default=3, help="calls before the timed ones (only the "
-                    "first where a call takes over 100 ms)")
-    ap.add_argument("--runs", type=int, default=20, help="timed calls at most (the median is printed)")
-    ap.add_argument("--budget-ms", type=float, default=1000.0, help="time for the timed calls of one row")
+    ap.add_argument("--warmup", type=int, default=3, help="calls before the timed ones, only the "
+                    "first where a call takes over 100 ms (default: 3)")
+    ap.add_argument("--runs", type=int, default=20, help="timed calls at most; the median is printed (default: 20)")
+    ap.add_argument("--budget-ms", type=float, default=1000.0,
+                    help="time for the timed calls of one row (default: 1000)")
     ap.add_argument("--no-header", action="store_true", help="rows only (to append to a benchmark's table)")
     args = ap.parse_args()
     for name in ("seq", "head_dim"):
