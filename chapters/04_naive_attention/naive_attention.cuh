@@ -129,9 +129,10 @@ __global__ void pv_kernel(const float* __restrict__ P, const float* __restrict__
 // under nvcc, host pointers on the CPU). Shapes as above; S and P hold
 // batch_heads * seq_len_q * seq_len_k floats. Throws what simt::launch throws (a CUDA error on the
 // GPU; std::invalid_argument for an impossible launch, std::runtime_error for a broken barrier on
-// the CPU). Grid limits: batch_heads <= 65535 (gridDim.y and .z).
+// the CPU). Grid limits: batch_heads <= 65535 (gridDim.y and .z). With LaunchMode::asynchronous
+// the GPU returns once the three kernels are queued (common/simt/launch_mode.h).
 void launch_naive_attention(const float* Q, const float* K, const float* V, float* S, float* P,
-                            float* O, const DeviceProblem& problem) {
+                            float* O, const DeviceProblem& problem, simt::LaunchMode mode) {
   const dim3 tile(16, 16);
   const auto blocks = [](int n) { return static_cast<unsigned>((n + 15) / 16); };
   const auto bh = static_cast<unsigned>(problem.batch_heads);
@@ -139,12 +140,18 @@ void launch_naive_attention(const float* Q, const float* K, const float* V, floa
   const int n_k = problem.seq_len_k;
   const int d = problem.head_dim;
 
-  simt::launch<scores_kernel>(dim3(blocks(n_k), blocks(n_q), bh), tile, 0, Q, K, S, n_q, n_k, d,
-                              problem.scale, problem.causal);
-  simt::launch<softmax_kernel>(dim3(static_cast<unsigned>(n_q), bh), dim3(kSoftmaxThreads), 0,
+  simt::launch<scores_kernel>(mode, dim3(blocks(n_k), blocks(n_q), bh), tile, 0, Q, K, S, n_q, n_k,
+                              d, problem.scale, problem.causal);
+  simt::launch<softmax_kernel>(mode, dim3(static_cast<unsigned>(n_q), bh), dim3(kSoftmaxThreads), 0,
                                static_cast<const float*>(S), P, n_k);
-  simt::launch<pv_kernel>(dim3(blocks(d), blocks(n_q), bh), tile, 0, static_cast<const float*>(P), V,
-                          O, n_q, n_k, d);
+  simt::launch<pv_kernel>(mode, dim3(blocks(d), blocks(n_q), bh), tile, 0,
+                          static_cast<const float*>(P), V, O, n_q, n_k, d);
+}
+
+// The same, waiting for each kernel (the default of simt::launch).
+void launch_naive_attention(const float* Q, const float* K, const float* V, float* S, float* P,
+                            float* O, const DeviceProblem& problem) {
+  launch_naive_attention(Q, K, V, S, P, O, problem, simt::LaunchMode::synchronous);
 }
 
 // Host data in, host data out: copies Q, K, V to the device, fills S, P and O with NaN (so a value

@@ -188,39 +188,46 @@ __global__ void flash_attention_2_kernel(const float* __restrict__ Q, const floa
   }
 }
 
-// One kernel instance: sets its shared-memory allowance and launches it on memory already on the
-// device. Throws what simt::launch throws.
+// One kernel instance: sets its shared-memory allowance (a runtime call the first time only) and
+// launches it on memory already on the device, waiting for it or not as `mode` says
+// (common/simt/launch_mode.h). Throws what simt::launch throws.
 template <int HEAD_DIM, int Br, int Bc>
 void launch_tile(const float* Q, const float* K, const float* V, float* O, float* L,
-                 const DeviceProblem& problem) {
+                 const DeviceProblem& problem, simt::LaunchMode mode) {
   constexpr auto kernel = flash_attention_2_kernel<HEAD_DIM, Br, Bc>;
   const std::size_t bytes = shared_floats(HEAD_DIM, Br, Bc) * sizeof(float);
   simt::set_max_dynamic_shared_bytes<kernel>(bytes);  // above 48 KiB a GPU needs the opt-in
   const dim3 grid(static_cast<unsigned>((problem.seq_len_q + Br - 1) / Br),
                   static_cast<unsigned>(problem.batch_heads));
-  simt::launch<kernel>(grid, dim3(Br * kThreadsPerRow), bytes, Q, K, V, O, L, problem.seq_len_q,
-                       problem.seq_len_k, problem.scale, problem.causal);
+  simt::launch<kernel>(mode, grid, dim3(Br * kThreadsPerRow), bytes, Q, K, V, O, L,
+                       problem.seq_len_q, problem.seq_len_k, problem.scale, problem.causal);
 }
 
 // The head dim and tile shape chosen at run time, mapped onto the compiled instances.
 template <int HEAD_DIM>
 void launch_head_dim(const float* Q, const float* K, const float* V, float* O, float* L,
-                     const DeviceProblem& problem) {
+                     const DeviceProblem& problem, simt::LaunchMode mode) {
   const TileShape t = problem.tile;
-  if (t == TileShape{64, 64}) return launch_tile<HEAD_DIM, 64, 64>(Q, K, V, O, L, problem);
-  if (t == TileShape{32, 64}) return launch_tile<HEAD_DIM, 32, 64>(Q, K, V, O, L, problem);
-  if (t == TileShape{64, 32}) return launch_tile<HEAD_DIM, 64, 32>(Q, K, V, O, L, problem);
+  if (t == TileShape{64, 64}) return launch_tile<HEAD_DIM, 64, 64>(Q, K, V, O, L, problem, mode);
+  if (t == TileShape{32, 64}) return launch_tile<HEAD_DIM, 32, 64>(Q, K, V, O, L, problem, mode);
+  if (t == TileShape{64, 32}) return launch_tile<HEAD_DIM, 64, 32>(Q, K, V, O, L, problem, mode);
   throw std::invalid_argument("flash_attention_2: tile shape not compiled (see kTileShapes)");
 }
 
 void launch_flash_attention_2(const float* Q, const float* K, const float* V, float* O, float* L,
-                              const DeviceProblem& problem) {
+                              const DeviceProblem& problem, simt::LaunchMode mode) {
   switch (problem.head_dim) {
-    case 32: return launch_head_dim<32>(Q, K, V, O, L, problem);
-    case 64: return launch_head_dim<64>(Q, K, V, O, L, problem);
-    case 128: return launch_head_dim<128>(Q, K, V, O, L, problem);
+    case 32: return launch_head_dim<32>(Q, K, V, O, L, problem, mode);
+    case 64: return launch_head_dim<64>(Q, K, V, O, L, problem, mode);
+    case 128: return launch_head_dim<128>(Q, K, V, O, L, problem, mode);
     default: throw std::invalid_argument("flash_attention_2: head_dim not compiled (see kHeadDims)");
   }
+}
+
+// The same, waiting for the kernel (the default of simt::launch).
+void launch_flash_attention_2(const float* Q, const float* K, const float* V, float* O, float* L,
+                              const DeviceProblem& problem) {
+  launch_flash_attention_2(Q, K, V, O, L, problem, simt::LaunchMode::synchronous);
 }
 
 DeviceRun run_flash_attention_2(std::span<const float> Q, std::span<const float> K,
