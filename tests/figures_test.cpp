@@ -254,7 +254,7 @@ TEST_CASE("figure 3 labels the traffic table as chapter 05 prints it", "[figures
       CHECK(svg.find(label) != std::string::npos);
     }
   }
-  // The first size's three figures, as the traffic table gives them.
+  // The first size's three figures, as the traffic table prints them.
   for (const char* label : {">136 MB</text>", ">34.6 MB</text>", ">2.1 MB</text>"}) {
     INFO(label);
     CHECK(svg.find(label) != std::string::npos);
@@ -365,7 +365,7 @@ TEST_CASE("a benchmark table whose ratio disagrees with its times, or that canno
 }
 
 TEST_CASE("figures 1 and 4 carry the worked example's numbers", "[figures]") {
-  // The worked example gives these to four places; chapter 03's recurrence must give them.
+  // The worked example prints these to four places; chapter 03's recurrence must give them.
   const std::string worked = figures::worked_example_figure();
   for (const char* figure : {"0.1353", "1.1353", "21.3534", "0.1537", "2.8899", "1.0498", "31.9915", "1.2034",
                              "34.8813", "28.9847"}) {
