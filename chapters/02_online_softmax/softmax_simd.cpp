@@ -161,17 +161,18 @@ void SafeSoftmax(const float* HWY_RESTRICT x, float* HWY_RESTRICT p, std::size_t
 void OnlineSoftmax(const float* HWY_RESTRICT x, float* HWY_RESTRICT p, std::size_t n,
                    bool streaming) {
   const D d;
-  const V one = hn::Set(d, 1.0f);
+  const V neg_inf = hn::Set(d, -std::numeric_limits<float>::infinity());
   hn::Mask<D> nan = hn::FirstN(d, 0);
-  V m = hn::Set(d, -std::numeric_limits<float>::infinity());  // line 1
+  V m = neg_inf;  // line 1
   V l = hn::Zero(d);
   for (std::size_t first = 0; first < n; first += kBlock) {
     const std::size_t last = first + kBlock < n ? first + kBlock : n;
     const V m_new = hn::Max(range_max(d, x, first, last, nan), m);  // line 2
-    // line 3, with rescale_factor()'s guard: exactly 1 when the max did not rise.
-    const V c = hn::IfThenElse(hn::Eq(m, m_new), one, hn::Exp(d, hn::Sub(m, m_new)));
+    // the chapter's guard, safe_max(m_new): measure against 0 while every score so far is -inf
+    const V m_safe = hn::IfThenElse(hn::Eq(m_new, neg_inf), hn::Zero(d), m_new);
+    const V rescale = hn::Exp(d, hn::Sub(m, m_safe));  // line 3
     // line 4; the sum reads the block from the L1 cache and asks for the next block meanwhile.
-    l = hn::MulAdd(l, c, range_sum(d, x, first, last, m_new, n));
+    l = hn::MulAdd(l, rescale, range_sum(d, x, first, last, m_safe, n));
     m = m_new;                                                   // line 5
   }
   normalise(d, x, p, n, m, with_nan(d, l, nan), streaming);  // line 6 (pass 2)

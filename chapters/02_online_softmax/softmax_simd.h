@@ -8,7 +8,8 @@
 //                                                      3. p = exp(x - m) / l
 //   online_softmax  chapter 02, two passes over x, in blocks of kBlock scores:
 //                   1. m = -inf, l = 0;  for each block B:  2. m_new = max(m, max_B x)
-//                   3. c = exp(m - m_new)  4. l = l * c + sum_B exp(x - m_new)  5. m = m_new
+//                   3. rescale = exp(m - m_new)  4. l = l * rescale + sum_B exp(x - m_new)
+//                   5. m = m_new
 //                   6. p = exp(x - m) / l
 //
 // Conventions: those of the scalar forms (docs/conventions.md): a -inf score gets weight 0, a row
