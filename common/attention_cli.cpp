@@ -32,8 +32,10 @@ void add_attention_flags(CLI::App& app, AttentionCli& cli) {
 AttentionProblem load_or_draw(const AttentionCli& cli) {
   const int given = !cli.q_path.empty() + !cli.k_path.empty() + !cli.v_path.empty();
   if (given == 3) {
-    AttentionProblem p{read_npy_f32_4d(cli.q_path), read_npy_f32_4d(cli.k_path),
-                       read_npy_f32_4d(cli.v_path),
+    auto read = [&](const std::string& path) {
+      return cli.accept_f16_files ? read_npy_f32_or_f16_4d(path) : read_npy_f32_4d(path);
+    };
+    AttentionProblem p{read(cli.q_path), read(cli.k_path), read(cli.v_path),
                        fmt::format("{}, {}, {}", cli.q_path, cli.k_path, cli.v_path)};
     try {
       check_attention_shapes(p.Q.shape, p.K.shape, p.V.shape);

@@ -28,6 +28,8 @@
 
 #include <fmt/format.h>
 
+#include "common/simt/half_precision.h"  // simt::f16: float16 files, widened exactly
+
 namespace fa {
 namespace {
 
@@ -217,14 +219,15 @@ class HeaderParser {
 };
 
 // Step 4: descr, fortran_order and the shape, each with what to do about it.
-Shape4 check_fields(const HeaderFields& f, const std::string& name) {
-  if (*f.descr != "<f4") {
+// With accept_f16, descr '<f2' (IEEE binary16, little-endian) is accepted as well as '<f4'.
+Shape4 check_fields(const HeaderFields& f, const std::string& name, bool accept_f16) {
+  if (*f.descr != "<f4" && !(accept_f16 && *f.descr == "<f2")) {
     std::string hint = "save float32 values, e.g. np.save(path, a.astype(np.float32))";
     if (f.descr->size() >= 2 && (*f.descr)[0] == '>') {
       hint = "the file is big-endian: save a.astype('<f4')";
     }
-    fail(name, fmt::format("dtype '{}' is not supported: expected '<f4' (float32, little-endian); {}",
-                           printable(*f.descr), hint));
+    fail(name, fmt::format("dtype '{}' is not supported: expected '<f4' (float32, little-endian){}; {}",
+                           printable(*f.descr), accept_f16 ? " or '<f2' (float16, little-endian)" : "", hint));
   }
   if (*f.fortran_order) {
     fail(name, "fortran_order is True (column-major data) but this reader needs C order: save "
@@ -242,9 +245,9 @@ Shape4 check_fields(const HeaderFields& f, const std::string& name) {
                 static_cast<std::size_t>(dims[2]), static_cast<std::size_t>(dims[3])};
 }
 
-// Step 5: 4 * product(dims), or nothing when that exceeds 2^64 - 1.
-std::optional<std::uint64_t> data_bytes(const std::vector<std::int64_t>& dims) {
-  std::uint64_t bytes = sizeof(float);
+// Step 5: value_bytes * product(dims), or nothing when that exceeds 2^64 - 1.
+std::optional<std::uint64_t> data_bytes(const std::vector<std::int64_t>& dims, std::uint64_t value_bytes) {
+  std::uint64_t bytes = value_bytes;
   if (std::find(dims.begin(), dims.end(), 0) != dims.end()) return 0;
   for (std::int64_t d : dims) {
     const auto u = static_cast<std::uint64_t>(d);
@@ -254,9 +257,8 @@ std::optional<std::uint64_t> data_bytes(const std::vector<std::int64_t>& dims) {
   return bytes;
 }
 
-}  // namespace
-
-Tensor4<float> read_npy_f32_4d(std::istream& in, const std::string& name) {
+// The reader of both public functions: float32 files always, float16 files with accept_f16.
+Tensor4<float> read_npy_4d(std::istream& in, const std::string& name, bool accept_f16) {
   // The size of what follows, from the current position.
   const std::streampos start = in.tellg();
   in.seekg(0, std::ios::end);
@@ -314,28 +316,40 @@ Tensor4<float> read_npy_f32_4d(std::istream& in, const std::string& name) {
 
   // Steps 3 and 4.
   const HeaderFields fields = HeaderParser(header, name).parse();
-  const Shape4 shape = check_fields(fields, name);
+  const Shape4 shape = check_fields(fields, name, accept_f16);
+  const bool f16 = *fields.descr == "<f2";
+  const std::string_view type_name = f16 ? "float16" : "float32";
 
   // Step 5: the data must fill the rest of the file exactly.
   const std::uint64_t available = file_size - header_start - header_len;
-  const std::optional<std::uint64_t> needed = data_bytes(*fields.shape);
+  const std::optional<std::uint64_t> needed = data_bytes(*fields.shape, f16 ? 2 : 4);
   if (!needed) {
     fail(name, fmt::format("shape {} needs more than 2^64 bytes of data; the file holds {}",
                            shape_text(*fields.shape), available));
   }
   if (*needed > available) {
-    fail(name, fmt::format("truncated data: shape {} needs {} bytes of float32 values but the file "
+    fail(name, fmt::format("truncated data: shape {} needs {} bytes of {} values but the file "
                            "holds only {} after the header", shape_text(*fields.shape), *needed,
-                           available));
+                           type_name, available));
   }
   if (*needed < available) {
-    fail(name, fmt::format("shape {} needs {} bytes of float32 values but the file holds {} after "
-                           "the header ({} too many)", shape_text(*fields.shape), *needed, available,
-                           available - *needed));
+    fail(name, fmt::format("shape {} needs {} bytes of {} values but the file holds {} after "
+                           "the header ({} too many)", shape_text(*fields.shape), *needed, type_name,
+                           available, available - *needed));
   }
 
-  // Step 6: the values, little-endian float32.
+  // Step 6: the values. float16: little-endian bits, each widened to float32 (exactly).
   Tensor4<float> t(shape);
+  if (f16) {
+    std::vector<unsigned char> bytes(*needed);
+    read_exactly(bytes.data(), *needed);
+    for (std::size_t k = 0; k < t.values.size(); ++k) {
+      const auto bits = static_cast<std::uint16_t>(little_endian(&bytes[2 * k], 2));
+      t.values[k] = static_cast<float>(std::bit_cast<simt::f16>(bits));
+    }
+    return t;
+  }
+  // float32: little-endian values.
   read_exactly(t.values.data(), *needed);
   if constexpr (std::endian::native == std::endian::big) {
     for (float& x : t.values) {
@@ -348,13 +362,22 @@ Tensor4<float> read_npy_f32_4d(std::istream& in, const std::string& name) {
   return t;
 }
 
-Tensor4<float> read_npy_f32_4d(const std::string& path) {
+Tensor4<float> read_npy_file(const std::string& path, bool accept_f16) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) fail(path, "is a directory, not a .npy file");
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(path, fmt::format("cannot open for reading: {}", std::generic_category().message(errno)));
-  return read_npy_f32_4d(in, path);
+  return read_npy_4d(in, path, accept_f16);
 }
+
+}  // namespace
+
+Tensor4<float> read_npy_f32_4d(std::istream& in, const std::string& name) { return read_npy_4d(in, name, false); }
+Tensor4<float> read_npy_f32_4d(const std::string& path) { return read_npy_file(path, false); }
+Tensor4<float> read_npy_f32_or_f16_4d(std::istream& in, const std::string& name) {
+  return read_npy_4d(in, name, true);
+}
+Tensor4<float> read_npy_f32_or_f16_4d(const std::string& path) { return read_npy_file(path, true); }
 
 void write_npy_f32(std::ostream& out, const Tensor4<float>& t, const std::string& name) {
   if (t.values.size() != t.shape.size()) {

@@ -41,6 +41,12 @@ Tensor4<float> read_npy_f32_4d(const std::string& path);
 // what follows is checked before the data is read). `name` starts every error message.
 Tensor4<float> read_npy_f32_4d(std::istream& in, const std::string& name);
 
+// The same, but a file may also hold descr '<f2' (IEEE binary16, little-endian, as
+// np.save(path, a.astype(np.float16)) writes it): its values are widened to float32, exactly. The
+// dtype error then names both accepted types. (Chapter 06, whose kernel takes fp16 inputs.)
+Tensor4<float> read_npy_f32_or_f16_4d(const std::string& path);
+Tensor4<float> read_npy_f32_or_f16_4d(std::istream& in, const std::string& name);
+
 // Writes t as a .npy file: format version 1.0, descr '<f4', fortran_order False, shape
 // (batch, heads, seq_len, head_dim), the header padded so that the data starts at a multiple of 64
 // bytes, as NumPy does. Throws std::runtime_error naming the path when the file cannot be written.
