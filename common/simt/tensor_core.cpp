@@ -175,7 +175,9 @@ void complete_mma(void* const* lane_operands) {
   for (unsigned lane = 0; lane < lanes; ++lane) {
     const auto& o = *static_cast<const MmaOperands*>(lane_operands[lane]);
     const unsigned groupID = lane >> 2, threadID_in_group = lane % 4;
-    // A: "a0, a1, ..., a7" in four .f16x2/.bf16x2 registers, ai in register i / 2.
+    // A: "a0, a1, ..., a7" in four .f16x2/.bf16x2 registers, ai in register i / 2. (The loops over
+    // i are unrolled, so that the conditions below fold into constants.)
+#pragma GCC unroll 8
     for (unsigned i = 0; i < 8; ++i) {
       // "row = groupID for ai where 0 <= i < 2 || 4 <= i < 6; groupID + 8 otherwise"
       const unsigned row = (i < 2 || (4 <= i && i < 6)) ? groupID : groupID + 8;
@@ -185,6 +187,7 @@ void complete_mma(void* const* lane_operands) {
       A[row][col] = to_float<input>(half_of(o.a[i / 2], i));
     }
     // B: "b0, b1, b2, b3" in two registers.
+#pragma GCC unroll 4
     for (unsigned i = 0; i < 4; ++i) {
       // "row = (threadID_in_group * 2) + (i & 0x1) for bi where i < 2;
       //        (threadID_in_group * 2) + (i & 0x1) + 8 for bi where i >= 2"
@@ -193,6 +196,7 @@ void complete_mma(void* const* lane_operands) {
       B[row][col] = to_float<input>(half_of(o.b[i / 2], i));
     }
     // C (and D): "c0, c1, c2, c3", one float each.
+#pragma GCC unroll 4
     for (unsigned i = 0; i < 4; ++i) {
       // "row = groupID for ci where i < 2; groupID + 8 for ci where i >= 2"
       const unsigned row = i < 2 ? groupID : groupID + 8;
@@ -200,17 +204,30 @@ void complete_mma(void* const* lane_operands) {
       C[row][col] = o.c[i];
     }
   }
+  // Row i of D in two vectors of four floats (a GCC/Clang vector extension: the compiler keeps them
+  // in registers while k runs). Lane by lane it is the scalar sum above, in the same order.
+  using float4 = float __attribute__((vector_size(16)));
   float D[16][8];
   for (unsigned i = 0; i < 16; ++i) {
-    for (unsigned j = 0; j < 8; ++j) D[i][j] = C[i][j];
+    float4 left, right;  // D[i][0..3], D[i][4..7]
+    std::memcpy(&left, &C[i][0], sizeof left);
+    std::memcpy(&right, &C[i][4], sizeof right);
     for (unsigned k = 0; k < 16; ++k) {
-      for (unsigned j = 0; j < 8; ++j) D[i][j] += A[i][k] * B[k][j];
+      float4 b_left, b_right;
+      std::memcpy(&b_left, &B[k][0], sizeof b_left);
+      std::memcpy(&b_right, &B[k][4], sizeof b_right);
+      const float a = A[i][k];
+      left += a * b_left;
+      right += a * b_right;
     }
+    std::memcpy(&D[i][0], &left, sizeof left);
+    std::memcpy(&D[i][4], &right, sizeof right);
   }
   // Every lane's c was read above, so d may be the same array as c.
   for (unsigned lane = 0; lane < lanes; ++lane) {
     const auto& o = *static_cast<const MmaOperands*>(lane_operands[lane]);
     const unsigned groupID = lane >> 2, threadID_in_group = lane % 4;
+#pragma GCC unroll 4
     for (unsigned i = 0; i < 4; ++i) {
       o.d[i] = D[i < 2 ? groupID : groupID + 8][threadID_in_group * 2 + (i & 0x1)];
     }
