@@ -57,6 +57,17 @@ fa::Tensor4<float> read_bytes(const std::string& bytes) {
   return fa::read_npy_f32_4d(in, "q.npy");
 }
 
+// The message of the std::runtime_error that f() throws, or "" if none.
+template <class F>
+std::string message_of(F f) {
+  try {
+    f();
+  } catch (const std::runtime_error& e) {
+    return e.what();
+  }
+  return "";
+}
+
 // The message of the std::runtime_error that reading these bytes as "q.npy" throws, or "" if none.
 std::string error_reading(const std::string& bytes) {
   try {
@@ -137,14 +148,6 @@ TEST_CASE("files as NumPy writes them read in versions 1.0, 2.0 and 3.0", "[comm
 TEST_CASE("float16 files read as float32, exactly, where a reader asks for them", "[common]") {
   // np.array([1.0, -2.5, 65504.0, 2**-24, 1/3, np.inf], dtype=np.float16): the bit patterns NumPy stores,
   // 1/3 being its nearest float16 (0x3555 = 0.333251953125), 2^-24 the smallest subnormal.
-  auto message_of = [](auto f) -> std::string {
-    try {
-      f();
-    } catch (const std::runtime_error& e) {
-      return e.what();
-    }
-    return "";
-  };
   const std::uint16_t bits[6] = {0x3c00, 0xc100, 0x7bff, 0x0001, 0x3555, 0x7c00};
   std::string data(12, '\0');
   std::memcpy(data.data(), bits, 12);  // little-endian host, as float_bytes assumes
@@ -291,14 +294,6 @@ TEST_CASE("data that does not match the shape is refused with both sizes", "[com
 TEST_CASE("missing, unreadable and unwritable paths are refused with the path", "[common]") {
   TempDir dir;
   const std::string missing = dir.file("missing.npy");
-  auto message_of = [](auto f) -> std::string {
-    try {
-      f();
-    } catch (const std::runtime_error& e) {
-      return e.what();
-    }
-    return "";
-  };
   CHECK(message_of([&] { fa::read_npy_f32_4d(missing); }).find(missing + ": cannot open for reading") == 0);
   CHECK(message_of([&] { fa::read_npy_f32_4d(dir.path.string()); }).find("is a directory") != std::string::npos);
   const std::string nowhere = dir.file("no/such/folder/o.npy");

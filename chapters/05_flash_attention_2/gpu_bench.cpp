@@ -25,60 +25,20 @@
 #include "chapters/05_flash_attention_2/backends.h"
 #include "chapters/05_flash_attention_2/traffic_model.h"
 #include "common/cuda_check.h"  // after <cuda_runtime.h>
+#include "common/gpu_bench.h"
 #include "common/random.h"
 
 namespace {
 
-// Float32 device memory for the benchmark, filled from host values or left uninitialised. (This
-// file is compiled by the host compiler, so it uses the CUDA runtime directly rather than
-// simt::DeviceBuffer, whose GPU version is for nvcc-compiled code.)
-class DeviceArray {
- public:
-  explicit DeviceArray(std::size_t count) { FA_CUDA_CHECK(cudaMalloc(&data_, count * sizeof(float))); }
-  explicit DeviceArray(const std::vector<float>& host) : DeviceArray(host.size()) {
-    FA_CUDA_CHECK(cudaMemcpy(data_, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
-  }
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-  ~DeviceArray() { cudaFree(data_); }
-  float* data() const { return data_; }
-
- private:
-  float* data_ = nullptr;
-};
+using fa::bench::DeviceArray;
 
 struct Config {
   int batch = 4, heads = 16, seq_len = 1024, head_dim = 64;
   bool causal = false;
 };
 
-// Median of `runs` timings of launch(), in milliseconds, after `warmup` untimed calls.
-template <class Launch>
-double median_ms(const Launch& launch, int warmup, int runs) {
-  for (int w = 0; w < warmup; ++w) launch();
-  cudaEvent_t start, stop;
-  FA_CUDA_CHECK(cudaEventCreate(&start));
-  FA_CUDA_CHECK(cudaEventCreate(&stop));
-  std::vector<float> times;
-  for (int r = 0; r < runs; ++r) {
-    FA_CUDA_CHECK(cudaEventRecord(start));
-    launch();
-    FA_CUDA_CHECK(cudaEventRecord(stop));
-    FA_CUDA_CHECK(cudaEventSynchronize(stop));
-    float ms = 0;
-    FA_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    times.push_back(ms);
-  }
-  FA_CUDA_CHECK(cudaEventDestroy(start));
-  FA_CUDA_CHECK(cudaEventDestroy(stop));
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
-}
-
 double tflops(const Config& c, double ms) {
-  const double n = c.seq_len;
-  const double flops = 4.0 * c.batch * c.heads * n * n * c.head_dim * (c.causal ? 0.5 : 1.0);
-  return flops / (ms * 1e-3) / 1e12;
+  return fa::bench::attention_tflops(c.batch, c.heads, c.seq_len, c.head_dim, c.causal, ms);
 }
 
 // The traffic model's bytes for the whole batch, float32, Br = Bc = 64 (chapter 05's tile).
@@ -121,9 +81,9 @@ int main(int argc, char** argv) {
       for (int d : head_dims) {
         const std::size_t qkv = static_cast<std::size_t>(batch) * heads * n * d;
         const std::size_t scores = static_cast<std::size_t>(batch) * heads * n * n;
-        const DeviceArray Q(fa::normal<float>(qkv, 1)), K(fa::normal<float>(qkv, 2)),
+        const DeviceArray<float> Q(fa::normal<float>(qkv, 1)), K(fa::normal<float>(qkv, 2)),
             V(fa::normal<float>(qkv, 3)), O(qkv), L(static_cast<std::size_t>(batch) * heads * n);
-        const DeviceArray S(scores), P(scores);
+        const DeviceArray<float> S(scores), P(scores);
         for (bool causal : {false, true}) {
           const Config c{batch, heads, n, d, causal};
           const float scale = 1.0f / std::sqrt(static_cast<float>(d));
@@ -140,8 +100,8 @@ int main(int argc, char** argv) {
             run_flash();
             continue;
           }
-          const double naive_ms = median_ms(run_naive, warmup, runs);
-          const double flash_ms = median_ms(run_flash, warmup, runs);
+          const double naive_ms = fa::bench::median_ms(run_naive, warmup, runs);
+          const double flash_ms = fa::bench::median_ms(run_flash, warmup, runs);
           for (auto [name, ms, is_flash] : {std::tuple{"naive (ch04)", naive_ms, false},
                                             std::tuple{"flash-attention-2 (ch05)", flash_ms, true}}) {
             // The model counts a full (non-causal) pass; the causal kernels skip tiles it counts.

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -23,62 +24,15 @@
 
 #include "chapters/06_tensor_cores/tensor_cores.h"
 #include "common/cuda_check.h"  // after <cuda_runtime.h>
+#include "common/gpu_bench.h"
 #include "common/random.h"
 
 namespace {
-
-// Device memory for the benchmark, filled from host values or left uninitialised. (This file is
-// compiled by the host compiler, so it uses the CUDA runtime directly rather than
-// simt::DeviceBuffer, whose GPU version is for nvcc-compiled code.)
-template <class T>
-class DeviceArray {
- public:
-  explicit DeviceArray(std::size_t count) { FA_CUDA_CHECK(cudaMalloc(&data_, count * sizeof(T))); }
-  explicit DeviceArray(const std::vector<T>& host) : DeviceArray(host.size()) {
-    FA_CUDA_CHECK(cudaMemcpy(data_, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
-  }
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-  ~DeviceArray() { cudaFree(data_); }
-  T* data() const { return data_; }
-
- private:
-  T* data_ = nullptr;
-};
 
 // n normal(0, 1) values as element bits.
 std::vector<std::uint16_t> element_bits(std::size_t n, std::uint64_t seed, ch06::ElementType element) {
   return ch06::to_element_bits(fa::Tensor4<float>(fa::Shape4{1, 1, 1, n}, fa::normal<float>(n, seed)), element,
                                "input");
-}
-
-// Median of `runs` timings of launch(), in milliseconds, after `warmup` untimed calls.
-template <class Launch>
-double median_ms(const Launch& launch, int warmup, int runs) {
-  for (int w = 0; w < warmup; ++w) launch();
-  FA_CUDA_CHECK(cudaDeviceSynchronize());
-  cudaEvent_t start, stop;
-  FA_CUDA_CHECK(cudaEventCreate(&start));
-  FA_CUDA_CHECK(cudaEventCreate(&stop));
-  std::vector<float> times;
-  for (int r = 0; r < runs; ++r) {
-    FA_CUDA_CHECK(cudaEventRecord(start));
-    launch();
-    FA_CUDA_CHECK(cudaEventRecord(stop));
-    FA_CUDA_CHECK(cudaEventSynchronize(stop));
-    float ms = 0;
-    FA_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    times.push_back(ms);
-  }
-  FA_CUDA_CHECK(cudaEventDestroy(start));
-  FA_CUDA_CHECK(cudaEventDestroy(stop));
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
-}
-
-double tflops(int batch, int heads, int n, int d, bool causal, double ms) {
-  const double flops = 4.0 * batch * heads * static_cast<double>(n) * n * d * (causal ? 0.5 : 1.0);
-  return flops / (ms * 1e-3) / 1e12;
 }
 
 }  // namespace
@@ -129,9 +83,9 @@ int main(int argc, char** argv) {
       for (int n : seq_lens) {
         for (int d : head_dims) {
           const std::size_t qkv = static_cast<std::size_t>(batch) * heads * n * d;
-          const DeviceArray<std::uint16_t> Q(element_bits(qkv, 1, element)), K(element_bits(qkv, 2, element)),
+          const fa::bench::DeviceArray<std::uint16_t> Q(element_bits(qkv, 1, element)), K(element_bits(qkv, 2, element)),
               V(element_bits(qkv, 3, element)), O(qkv);
-          const DeviceArray<float> L(static_cast<std::size_t>(batch) * heads * n);
+          const fa::bench::DeviceArray<float> L(static_cast<std::size_t>(batch) * heads * n);
           for (bool causal : {false, true}) {
             const ch06::DeviceProblem problem{batch * heads, n, n, d, 1.0f / std::sqrt(static_cast<float>(d)),
                                               causal, tile, element};
@@ -144,9 +98,9 @@ int main(int argc, char** argv) {
               FA_CUDA_CHECK(cudaDeviceSynchronize());
               continue;
             }
-            const double ms = median_ms(run, warmup, runs);
+            const double ms = fa::bench::median_ms(run, warmup, runs);
             fmt::print("| tensor cores (ch06) | {} | {} | {} | {} | {:.3f} | {:.1f} |\n", dtype, n, d,
-                       causal ? "yes" : "no", ms, tflops(batch, heads, n, d, causal, ms));
+                       causal ? "yes" : "no", ms, fa::bench::attention_tflops(batch, heads, n, d, causal, ms));
             std::fflush(stdout);
           }
         }

@@ -117,7 +117,7 @@ int main(int argc, char** argv) {
     }
     const WorstL L_worst = worst_L(tc.L, f32.L, ch06::L_bounds(Q, K, scale, f32.L));
     const fa::demo::Check check{
-        "06", fmt::format("tensor cores ({}, {}, {}) vs ch05 float32", type, fa::to_string(device), ch06::tile_name(tile)),
+        "06", fmt::format("tensor cores ({}, {}, {}) vs ch05", type, fa::to_string(device), ch06::tile_name(tile)),
         fmt::format("O rel L2 {:.2g}, L {:.2g}", err_O.rel_l2, L_worst.error),
         fmt::format("{:.1e}, {:.1e}", budget.bound, L_worst.bound),
         err_O.rel_l2 <= budget.bound && L_worst.error <= L_worst.bound};
