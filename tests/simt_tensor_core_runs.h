@@ -68,6 +68,8 @@ SIMT_TENSOR_TEST_RUNNERS
 
 namespace simt_tensor_test::gpu {
 SIMT_TENSOR_TEST_RUNNERS
+// The compute capability of device 0 as 10 * major + minor (80 for an A100, 90 for an H100).
+int compute_capability();
 }  // namespace simt_tensor_test::gpu
 
 #undef SIMT_TENSOR_TEST_RUNNERS

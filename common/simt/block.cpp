@@ -199,6 +199,7 @@ void BlockRunner::prepare(const GridLaunch& launch, uint3 block_idx) {
   std::memset(shared_.get(), 0xff, shared_bytes_);
   dynamic_shared_memory = shared_.get();
   dynamic_shared_size = shared_bytes_;
+  find_static_shared_memory();  // for the tensor-core instructions' address checks
 
   for (unsigned i = 0; i < threads_; ++i) {  // line 1: every thread is ready
     CudaThread& t = *pool_[i];

@@ -278,6 +278,8 @@ constexpr const char* ldmatrix_names[2][3] = {{"ldmatrix_x1", "ldmatrix_x2", "ld
 
 }  // namespace
 
+void find_static_shared_memory() { (void)thread_local_ranges(); }
+
 void mma_m16n8k16(MmaInput input, float* d, const std::uint32_t* a, const std::uint32_t* b,
                   const float* c, const std::source_location& site) {
   MmaOperands operands{d, a, b, c};

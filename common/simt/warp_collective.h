@@ -15,6 +15,7 @@
 //                               whole block has finished the kernel (land_async_copies,
 //                               tensor_core.cpp).
 //   current_lane(), current_warp(), block_threads()   of the calling CUDA thread.
+//   find_static_shared_memory()  called by the scheduler before each block (tensor_core.cpp).
 #pragma once
 
 #include <cstddef>
@@ -57,6 +58,12 @@ struct AsyncCopies {
 AsyncCopies& current_async_copies(const char* what);
 // Lands every copy of `copies` in issue order and empties it (tensor_core.cpp).
 void land_async_copies(AsyncCopies& copies);
+
+// Finds this host thread's thread-local storage (where static __shared__ arrays live) once, for
+// the address checks of tensor_core.cpp. Called by the scheduler before each block, outside the
+// fibers: found inside one, ThreadSanitizer would see the first fiber write the list and the others
+// read it without synchronisation.
+void find_static_shared_memory();
 
 unsigned current_lane();  // 0..31 within the warp
 unsigned current_warp();  // warp index within the block
