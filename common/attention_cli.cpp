@@ -11,8 +11,9 @@
 namespace fa {
 
 void add_attention_flags(CLI::App& app, AttentionCli& cli) {
-  auto* inputs = app.add_option_group("inputs", "tensors from .npy files (float32, C order, "
-                                                "[batch, heads, seq_len, head_dim])");
+  auto* inputs = app.add_option_group(
+      "inputs", cli.accept_f16_files ? "tensors from .npy files (float32 or float16, C order, [batch, heads, seq_len, head_dim])"
+                                     : "tensors from .npy files (float32, C order, [batch, heads, seq_len, head_dim])");
   inputs->add_option("--q", cli.q_path, "Q as a .npy file");
   inputs->add_option("--k", cli.k_path, "K as a .npy file");
   inputs->add_option("--v", cli.v_path, "V as a .npy file");

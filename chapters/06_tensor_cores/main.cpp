@@ -78,6 +78,11 @@ int main(int argc, char** argv) {
     const ch06::ElementType element = ch06::parse_element_type(dtype_text);
     const fa::Device device = fa::chosen_device(cli);
     const fa::AttentionProblem in = fa::load_or_draw(cli);
+    const ch06::Options options{cli.scale, cli.causal, tile, element};
+    (void)ch06::check_problem(in.Q.shape, in.K.shape, in.V.shape, options);  // refuse before printing
+    const fa::Tensor4<float> Q = ch06::round_to(in.Q, element, "Q");
+    const fa::Tensor4<float> K = ch06::round_to(in.K, element, "K");
+    const fa::Tensor4<float> V = ch06::round_to(in.V, element, "V");
     const std::string type = std::string(ch06::to_string(element));
     fa::demo::print_heading(6, fmt::format("FlashAttention-2 on tensor cores: {}, Br = {} rows (16 per warp), Bc = {}",
                                            type, tile.Br, tile.Bc));
@@ -91,10 +96,7 @@ int main(int argc, char** argv) {
                in.Q.shape.str(), in.K.shape.seq_len, cli.causal ? ", causal" : "", in.origin, type,
                fa::to_string(device));
 
-    const fa::Tensor4<float> Q = ch06::round_to(in.Q, element, "Q");
-    const fa::Tensor4<float> K = ch06::round_to(in.K, element, "K");
-    const fa::Tensor4<float> V = ch06::round_to(in.V, element, "V");
-    const ch06::Result tc = ch06::tensor_core_attention(Q, K, V, {cli.scale, cli.causal, tile, element}, device);
+    const ch06::Result tc = ch06::tensor_core_attention(Q, K, V, options, device);
     const ch05::Result f32 = ch05::flash_attention_2(Q, K, V, {cli.scale, cli.causal, {64, 64}}, device);
     fmt::print("time: {:.3f} ms on tensor cores ({}), {:.3f} ms for chapter 05's float32 kernel ({}; wall clock of "
                "one run, not a benchmark)\n", tc.elapsed_ms, type, f32.elapsed_ms, fa::to_string(device));

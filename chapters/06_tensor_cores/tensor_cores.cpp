@@ -66,9 +66,8 @@ fa::Tensor4<float> round_to(const fa::Tensor4<float>& x, ElementType element, st
   return out;
 }
 
-Result tensor_core_attention(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K,
-                             const fa::Tensor4<float>& V, const Options& options, fa::Device device) {
-  const fa::AttentionShape shape = fa::check_attention_shapes(Q.shape, K.shape, V.shape);
+DeviceProblem check_problem(const fa::Shape4& q, const fa::Shape4& k, const fa::Shape4& v, const Options& options) {
+  const fa::AttentionShape shape = fa::check_attention_shapes(q, k, v);
   if (std::find(kHeadDims.begin(), kHeadDims.end(), static_cast<int>(shape.head_dim)) == kHeadDims.end()) {
     throw std::invalid_argument(fmt::format(
         "tensor_core_attention: head_dim {} is not supported; the kernel is compiled for head_dim {}",
@@ -92,19 +91,24 @@ Result tensor_core_attention(const fa::Tensor4<float>& Q, const fa::Tensor4<floa
     throw std::invalid_argument("tensor_core_attention: one head's Q, K or V has more than 2^31 - 1 values, "
                                 "more than the kernel's int indexing supports");
   }
+  return {static_cast<int>(shape.batch * shape.heads),
+          static_cast<int>(shape.seq_len_q),
+          static_cast<int>(shape.seq_len_k),
+          static_cast<int>(shape.head_dim),
+          static_cast<float>(scale),
+          options.causal,
+          options.tile,
+          options.element};
+}
+
+Result tensor_core_attention(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K,
+                             const fa::Tensor4<float>& V, const Options& options, fa::Device device) {
+  const DeviceProblem problem = check_problem(Q.shape, K.shape, V.shape, options);
   const std::vector<std::uint16_t> q = to_element_bits(Q, options.element, "Q");
   const std::vector<std::uint16_t> k = to_element_bits(K, options.element, "K");
   const std::vector<std::uint16_t> v = to_element_bits(V, options.element, "V");
   fa::require_device(device);
 
-  const DeviceProblem problem{static_cast<int>(shape.batch * shape.heads),
-                              static_cast<int>(shape.seq_len_q),
-                              static_cast<int>(shape.seq_len_k),
-                              static_cast<int>(shape.head_dim),
-                              static_cast<float>(scale),
-                              options.causal,
-                              options.tile,
-                              options.element};
 #if FA_HAVE_CUDA
   DeviceRun run = device == fa::Device::gpu ? gpu::run_tensor_cores(q, k, v, problem)
                                             : cpu::run_tensor_cores(q, k, v, problem);

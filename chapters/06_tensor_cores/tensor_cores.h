@@ -52,6 +52,11 @@ struct Result {
   double elapsed_ms = 0;  // wall time of the launch (see backends.h)
 };
 
+// The problem as the kernel will see it, after every check that tensor_core_attention makes
+// before it touches the data (shapes: Q, K, V as below). Throws std::invalid_argument as
+// tensor_core_attention does, except for the inputs' values (round_to checks those).
+DeviceProblem check_problem(const fa::Shape4& q, const fa::Shape4& k, const fa::Shape4& v, const Options& options);
+
 // O = softmax(Q K^T * scale) V and L by the FlashAttention-2 forward kernel on tensor cores.
 // Q: [batch, heads, seq_len_q, head_dim]; K, V: [batch, heads, seq_len_k, head_dim]; float32,
 // row-major, rounded here to options.element (round_to) before they go to the kernel; any
