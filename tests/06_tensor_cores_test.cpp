@@ -102,7 +102,11 @@ TEST_CASE("tensor cores agree with chapter 05 within the budget, every shape of 
           "[ch06]") {
   const auto shapes = fa_test::sequence_lengths();
   const std::size_t k = GENERATE_COPY(range(std::size_t{0}, shapes.size()));
+#if FA_SANITIZER_BUILD
+  const std::size_t head_dim = 64;  // head dim 128 runs in the [sanitizer] set below
+#else
   const std::size_t head_dim = GENERATE(64u, 128u);
+#endif
   const bool causal = GENERATE(false, true);
   const auto [seq_len_q, seq_len_k] = shapes[k];
   check_case({seq_len_q, seq_len_k, head_dim, causal, fa::default_scale(head_dim), fa_test::Scores::normal,
