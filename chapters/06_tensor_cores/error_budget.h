@@ -15,9 +15,11 @@
 // (normal inputs, seq_len 256), fp16 about 2.5e-4; a wrong fragment, a lost rescale or a wrong mask
 // gives errors of 1e-2 to 1.
 //
-// Source: Dao 2023, FlashAttention-2 (arXiv:2307.08691), section 4.1 (the numerical check against a
-// reference); Higham, Accuracy and Stability of Numerical Algorithms, 2nd ed., ch. 2 (unit
-// roundoff: 2^-8 for bf16's 8 significant bits, 2^-11 for fp16's 11).
+// Source: the rule of the test suite of FlashAttention's implementation (the flash-attn package of
+// Dao 2023, FlashAttention-2, arXiv:2307.08691), which allows a kernel twice the error of a plain
+// evaluation in the input's precision against a float32 reference; Higham, Accuracy and Stability
+// of Numerical Algorithms, 2nd ed., ch. 2 (unit roundoff: 2^-8 for bf16's 8 significant bits,
+// 2^-11 for fp16's 11).
 #pragma once
 
 #include <span>
