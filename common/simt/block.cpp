@@ -88,15 +88,6 @@ struct Warp {
 
 thread_local CudaThread* current = nullptr;  // the CUDA thread running on this host thread
 
-// "dir/file.cuh:42": the last two parts of the path are enough to find the line.
-std::string where(const std::source_location& site) {
-  const std::string_view path = site.file_name();
-  std::size_t cut = path.rfind('/');
-  if (cut != std::string_view::npos && cut > 0) cut = path.rfind('/', cut - 1);
-  const std::string_view shown = cut == std::string_view::npos ? path : path.substr(cut + 1);
-  return std::string(shown) + ":" + std::to_string(site.line());
-}
-
 bool same_site(const std::source_location& a, const std::source_location& b) {
   return a.line() == b.line() && a.column() == b.column() &&
          (a.file_name() == b.file_name() || std::strcmp(a.file_name(), b.file_name()) == 0);
@@ -598,6 +589,15 @@ CudaThread& current_thread(const char* what) {
 }
 
 }  // namespace
+
+// "dir/file.cuh:42": the last two parts of the path are enough to find the line.
+std::string where(const std::source_location& site) {
+  const std::string_view path = site.file_name();
+  std::size_t cut = path.rfind('/');
+  if (cut != std::string_view::npos && cut > 0) cut = path.rfind('/', cut - 1);
+  const std::string_view shown = cut == std::string_view::npos ? path : path.substr(cut + 1);
+  return std::string(shown) + ":" + std::to_string(site.line());
+}
 
 void run_block(const GridLaunch& launch, uint3 block_idx) { this_thread_runner.run(launch, block_idx); }
 

@@ -34,15 +34,6 @@ namespace {
 constexpr unsigned lanes = 32;
 constexpr std::size_t row_bytes = 16;  // one ldmatrix row and one cp.async: 8 b16 elements
 
-// "dir/file.cuh:42", as block.cpp prints places.
-std::string where(const std::source_location& site) {
-  const std::string_view path = site.file_name();
-  std::size_t cut = path.rfind('/');
-  if (cut != std::string_view::npos && cut > 0) cut = path.rfind('/', cut - 1);
-  const std::string_view shown = cut == std::string_view::npos ? path : path.substr(cut + 1);
-  return std::string(shown) + ":" + std::to_string(site.line());
-}
-
 std::string hex(const void* address) {
   char text[2 + 16 + 1];
   std::snprintf(text, sizeof text, "%#llx",
