@@ -528,11 +528,13 @@ void BlockRunner::collective(CudaThread& t, const WarpCollective& op, const std:
     SIMT_TSAN_ACQUIRE(token);
     return;
   }
-  // The last lane: all 32 wait at a collective. The same one?
+  // The last lane: all 32 wait at a collective. The same one? (Gather the operands on the way.)
   const unsigned first = warp_index * lanes_per_warp;
+  void* operands[lanes_per_warp];
   bool same = true;
   for (unsigned lane = 0; lane < lanes_per_warp && same; ++lane) {
     const CudaThread& other = *pool_[first + lane];
+    operands[lane] = other.collective->operands;
     if (&other == &t) continue;
     same = other.collective->name == op.name && same_site(other.site, site);
   }
@@ -546,14 +548,7 @@ void BlockRunner::collective(CudaThread& t, const WarpCollective& op, const std:
     throw Cancelled{};
   }
   SIMT_TSAN_ACQUIRE(token);
-  if (op.complete != nullptr) {
-    void* operands[lanes_per_warp];
-    for (unsigned lane = 0; lane < lanes_per_warp; ++lane) {
-      const CudaThread& other = *pool_[first + lane];
-      operands[lane] = &other == &t ? op.operands : other.collective->operands;
-    }
-    op.complete(operands);
-  }
+  if (op.complete != nullptr) op.complete(operands);
   SIMT_TSAN_RELEASE(token);
   ++w.collectives;
   w.at_collective = 0;
