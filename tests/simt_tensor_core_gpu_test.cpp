@@ -48,21 +48,13 @@ TEST_CASE("on the GPU mma through ldmatrix equals the exact product and the CPU 
   require_sm80();
   const bool bf16 = GENERATE(true, false);
   const MmaProblem p = mma_problem(5);
-  std::vector<std::uint16_t> A(16 * 16), B(16 * 8);
-  std::vector<float> C(16 * 8);
-  for (unsigned r = 0; r < 16; ++r) {
-    for (unsigned k = 0; k < 16; ++k) A[r * 16 + k] = bf16 ? bf16_of_small_integer(p.A[r][k]) : f16_of_small_integer(p.A[r][k]);
-    for (unsigned n = 0; n < 8; ++n) C[r * 8 + n] = p.C[r][n];
-  }
-  for (unsigned k = 0; k < 16; ++k) {
-    for (unsigned n = 0; n < 8; ++n) B[k * 8 + n] = bf16 ? bf16_of_small_integer(p.B[k][n]) : f16_of_small_integer(p.B[k][n]);
-  }
-  const auto d = gpu::mma_through_ldmatrix(bf16, A, B, C);
+  const RowMajorProblem m = row_major(p, bf16);
+  const auto d = gpu::mma_through_ldmatrix(bf16, m.A, m.B, m.C);
   const auto D = p.D();
   for (unsigned r = 0; r < 16; ++r) {
     for (unsigned n = 0; n < 8; ++n) CHECK(d[r * 8 + n] == D[r][n]);
   }
-  CHECK(d == cpu::mma_through_ldmatrix(bf16, A, B, C));
+  CHECK(d == cpu::mma_through_ldmatrix(bf16, m.A, m.B, m.C));
 }
 
 TEST_CASE("on the GPU ldmatrix hands each lane the PTX ISA's elements, as the CPU does", "[simt][gpu]") {

@@ -10,46 +10,15 @@
 #include "catch.h"
 #include "simt_tensor_core_kernels.cuh"
 #include "simt_tensor_core_tables.h"
+#include "simt_test_support.h"
 
 namespace {
 
 using namespace simt_tensor_test;
-
-struct ControlsGuard {
-  ControlsGuard() = default;
-  ControlsGuard(const ControlsGuard&) = delete;
-  ControlsGuard& operator=(const ControlsGuard&) = delete;
-  ~ControlsGuard() {
-    simt::reset_schedule();
-    simt::reset_host_threads();
-  }
-};
-
-struct NamedSchedule {
-  simt::Schedule schedule;
-  std::uint64_t seed;
-};
-const std::vector<NamedSchedule> all_schedules = {{simt::Schedule::in_order, 0},
-                                                  {simt::Schedule::reverse, 0},
-                                                  {simt::Schedule::random, 1},
-                                                  {simt::Schedule::random, 2},
-                                                  {simt::Schedule::random, 3}};
-std::string name(const NamedSchedule& s) {
-  return std::string(simt::to_string(s.schedule)) + ":" + std::to_string(s.seed);
-}
-
-template <class F>
-std::string runtime_error_of(F&& launch) {
-  try {
-    launch();
-  } catch (const std::runtime_error& e) {
-    return e.what();
-  }
-  FAIL("the launch did not throw std::runtime_error");
-  return {};
-}
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using simt_test::all_schedules;
+using simt_test::contains;
+using simt_test::ControlsGuard;
+using simt_test::runtime_error_of;
 
 std::vector<std::uint32_t> words(std::size_t n, std::uint32_t first) {
   std::vector<std::uint32_t> w(n);
@@ -98,21 +67,11 @@ TEST_CASE("mma through ldmatrix, as a FlashAttention-2 kernel loads its operands
   ControlsGuard guard;
   const bool bf16 = GENERATE(true, false);
   const MmaProblem p = mma_problem(5);
-  std::vector<std::uint16_t> A(16 * 16), B(16 * 8);
-  std::vector<float> C(16 * 8);
-  for (unsigned r = 0; r < 16; ++r) {
-    for (unsigned k = 0; k < 16; ++k) A[r * 16 + k] = bf16 ? bf16_of_small_integer(p.A[r][k]) : f16_of_small_integer(p.A[r][k]);
-  }
-  for (unsigned k = 0; k < 16; ++k) {
-    for (unsigned n = 0; n < 8; ++n) B[k * 8 + n] = bf16 ? bf16_of_small_integer(p.B[k][n]) : f16_of_small_integer(p.B[k][n]);
-  }
-  for (unsigned r = 0; r < 16; ++r) {
-    for (unsigned n = 0; n < 8; ++n) C[r * 8 + n] = p.C[r][n];
-  }
+  const RowMajorProblem m = row_major(p, bf16);
   const auto D = p.D();
   for (const auto& s : all_schedules) {
     simt::set_schedule(s.schedule, s.seed);
-    const auto d = cpu::mma_through_ldmatrix(bf16, A, B, C);
+    const auto d = cpu::mma_through_ldmatrix(bf16, m.A, m.B, m.C);
     for (unsigned r = 0; r < 16; ++r) {
       for (unsigned n = 0; n < 8; ++n) {
         INFO((bf16 ? "bf16" : "f16") << ", D[" << r << "][" << n << "], schedule " << name(s));

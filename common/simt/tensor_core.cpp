@@ -34,15 +34,6 @@ namespace {
 constexpr unsigned lanes = 32;
 constexpr std::size_t row_bytes = 16;  // one ldmatrix row and one cp.async: 8 b16 elements
 
-// "dir/file.cuh:42", as block.cpp prints places.
-std::string where(const std::source_location& site) {
-  const std::string_view path = site.file_name();
-  std::size_t cut = path.rfind('/');
-  if (cut != std::string_view::npos && cut > 0) cut = path.rfind('/', cut - 1);
-  const std::string_view shown = cut == std::string_view::npos ? path : path.substr(cut + 1);
-  return std::string(shown) + ":" + std::to_string(site.line());
-}
-
 std::string hex(const void* address) {
   char text[2 + 16 + 1];
   std::snprintf(text, sizeof text, "%#llx",
@@ -204,24 +195,32 @@ void complete_mma(void* const* lane_operands) {
       C[row][col] = o.c[i];
     }
   }
-  // Row i of D in two vectors of four floats (a GCC/Clang vector extension: the compiler keeps them
-  // in registers while k runs). Lane by lane it is the scalar sum above, in the same order.
+  // Four rows of D at a time, each row in two vectors of four floats (a GCC/Clang vector extension:
+  // the eight accumulators stay in registers while k runs, and are eight independent chains of
+  // additions). Element by element this is the scalar sum above, in the same order.
   using float4 = float __attribute__((vector_size(16)));
   float D[16][8];
-  for (unsigned i = 0; i < 16; ++i) {
-    float4 left, right;  // D[i][0..3], D[i][4..7]
-    std::memcpy(&left, &C[i][0], sizeof left);
-    std::memcpy(&right, &C[i][4], sizeof right);
-    for (unsigned k = 0; k < 16; ++k) {
-      float4 b_left, b_right;
-      std::memcpy(&b_left, &B[k][0], sizeof b_left);
-      std::memcpy(&b_right, &B[k][4], sizeof b_right);
-      const float a = A[i][k];
-      left += a * b_left;
-      right += a * b_right;
+  for (unsigned i = 0; i < 16; i += 4) {
+    float4 acc[4][2];  // acc[r][h] = D[i + r][4h .. 4h + 3]
+    for (unsigned r = 0; r < 4; ++r) {
+      std::memcpy(&acc[r][0], &C[i + r][0], sizeof(float4));
+      std::memcpy(&acc[r][1], &C[i + r][4], sizeof(float4));
     }
-    std::memcpy(&D[i][0], &left, sizeof left);
-    std::memcpy(&D[i][4], &right, sizeof right);
+    for (unsigned k = 0; k < 16; ++k) {
+      float4 b[2];
+      std::memcpy(&b[0], &B[k][0], sizeof(float4));
+      std::memcpy(&b[1], &B[k][4], sizeof(float4));
+#pragma GCC unroll 4
+      for (unsigned r = 0; r < 4; ++r) {
+        const float a = A[i + r][k];
+        acc[r][0] += a * b[0];
+        acc[r][1] += a * b[1];
+      }
+    }
+    for (unsigned r = 0; r < 4; ++r) {
+      std::memcpy(&D[i + r][0], &acc[r][0], sizeof(float4));
+      std::memcpy(&D[i + r][4], &acc[r][1], sizeof(float4));
+    }
   }
   // Every lane's c was read above, so d may be the same array as c.
   for (unsigned lane = 0; lane < lanes; ++lane) {

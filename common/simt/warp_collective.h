@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <source_location>
+#include <string>
 #include <vector>
 
 namespace simt {
@@ -64,6 +65,9 @@ void land_async_copies(AsyncCopies& copies);
 // fibers: found inside one, ThreadSanitizer would see the first fiber write the list and the others
 // read it without synchronisation.
 void find_static_shared_memory();
+
+// "dir/file.cuh:42": where a kernel called an instruction, as every report of simt prints it.
+std::string where(const std::source_location& site);
 
 unsigned current_lane();  // 0..31 within the warp
 unsigned current_warp();  // warp index within the block
