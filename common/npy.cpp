@@ -11,9 +11,15 @@
 //   6. the data, read straight into the tensor (byte-swapped on a big-endian host)
 #include "common/npy.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -28,6 +34,7 @@
 
 #include <fmt/format.h>
 
+#include "common/memory.h"
 #include "common/simt/half_precision.h"  // simt::f16: float16 files, widened exactly
 
 namespace fa {
@@ -257,8 +264,15 @@ std::optional<std::uint64_t> data_bytes(const std::vector<std::int64_t>& dims, s
   return bytes;
 }
 
-// The reader of both public functions: float32 files always, float16 files with accept_f16.
-Tensor4<float> read_npy_4d(std::istream& in, const std::string& name, bool accept_f16) {
+// Steps 1-5: everything before the data. Leaves `in` at the first data byte; returns the shape and
+// the number of data bytes (which the file holds exactly).
+struct Header {
+  Shape4 shape;
+  std::uint64_t data_bytes = 0;
+  bool f16 = false;  // descr '<f2' (only with accept_f16)
+};
+
+Header read_header(std::istream& in, const std::string& name, bool accept_f16 = false) {
   // The size of what follows, from the current position.
   const std::streampos start = in.tellg();
   in.seekg(0, std::ios::end);
@@ -337,20 +351,53 @@ Tensor4<float> read_npy_4d(std::istream& in, const std::string& name, bool accep
                            "the header ({} too many)", shape_text(*fields.shape), *needed, type_name,
                            available, available - *needed));
   }
+  return {shape, *needed, f16};
+}
 
-  // Step 6: the values. float16: little-endian bits, each widened to float32 (exactly).
-  Tensor4<float> t(shape);
-  if (f16) {
-    std::vector<unsigned char> bytes(*needed);
-    read_exactly(bytes.data(), *needed);
+// Regular files only: opening a FIFO would wait for a writer, and a device has no size to check.
+void require_regular_file(const std::string& path) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(status)) {
+    fail(path, fmt::format("cannot open for reading: {}", ec ? ec.message() : "no such file"));
+  }
+  if (std::filesystem::is_directory(status)) fail(path, "is a directory, not a .npy file");
+  if (!std::filesystem::is_regular_file(status)) {
+    fail(path, "is not a regular file (a FIFO, a socket or a device): give a .npy file");
+  }
+}
+
+// The reader of read_npy_f32_4d and read_npy_f32_or_f16_4d.
+Tensor4<float> read_npy_4d(std::istream& in, const std::string& name, bool accept_f16) {
+  const Header header = read_header(in, name, accept_f16);
+  // The tensor is allocated whole: refuse a shape that the machine cannot hold (a sparse file can
+  // claim terabytes of data in a few bytes of disk), before allocating.
+  MemoryPlan plan;
+  // (float16: the float32 tensor is twice the data, and the bytes read are held once as well.)
+  plan.add(fmt::format("the values of {}", name), header.data_bytes * (header.f16 ? 3 : 1));
+  plan.check(name);
+
+  // Step 6 for float16: little-endian bits, each widened to float32 (exactly).
+  if (header.f16) {
+    Tensor4<float> t(header.shape);
+    std::vector<unsigned char> bytes(header.data_bytes);
+    if (header.data_bytes > 0) {
+      in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(header.data_bytes));
+      if (static_cast<std::uint64_t>(in.gcount()) != header.data_bytes) fail(name, "read error");
+    }
     for (std::size_t k = 0; k < t.values.size(); ++k) {
       const auto bits = static_cast<std::uint16_t>(little_endian(&bytes[2 * k], 2));
       t.values[k] = static_cast<float>(std::bit_cast<simt::f16>(bits));
     }
     return t;
   }
-  // float32: little-endian values.
-  read_exactly(t.values.data(), *needed);
+
+  // Step 6: the values, little-endian float32.
+  Tensor4<float> t(header.shape);
+  if (header.data_bytes > 0) {
+    in.read(reinterpret_cast<char*>(t.values.data()), static_cast<std::streamsize>(header.data_bytes));
+    if (static_cast<std::uint64_t>(in.gcount()) != header.data_bytes) fail(name, "read error");
+  }
   if constexpr (std::endian::native == std::endian::big) {
     for (float& x : t.values) {
       unsigned char b[4];
@@ -363,8 +410,7 @@ Tensor4<float> read_npy_4d(std::istream& in, const std::string& name, bool accep
 }
 
 Tensor4<float> read_npy_file(const std::string& path, bool accept_f16) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) fail(path, "is a directory, not a .npy file");
+  require_regular_file(path);
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(path, fmt::format("cannot open for reading: {}", std::generic_category().message(errno)));
   return read_npy_4d(in, path, accept_f16);
@@ -378,6 +424,13 @@ Tensor4<float> read_npy_f32_or_f16_4d(std::istream& in, const std::string& name)
   return read_npy_4d(in, name, true);
 }
 Tensor4<float> read_npy_f32_or_f16_4d(const std::string& path) { return read_npy_file(path, true); }
+
+Shape4 read_npy_shape(const std::string& path, bool accept_f16) {
+  require_regular_file(path);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(path, fmt::format("cannot open for reading: {}", std::generic_category().message(errno)));
+  return read_header(in, path, accept_f16).shape;
+}
 
 void write_npy_f32(std::ostream& out, const Tensor4<float>& t, const std::string& name) {
   if (t.values.size() != t.shape.size()) {
@@ -414,12 +467,53 @@ void write_npy_f32(std::ostream& out, const Tensor4<float>& t, const std::string
   if (!out) fail(name, "write error (is the disk full?)");
 }
 
+void check_output_path(const std::string& path) {
+  if (path.empty()) fail("output file", "the path is empty: give a file name such as o.npy");
+  std::error_code ec;
+  const std::filesystem::path target(path);
+  if (std::filesystem::is_directory(target, ec)) fail(path, "is a directory: give a file name such as o.npy");
+  const auto status = std::filesystem::status(target, ec);
+  if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) {
+    fail(path, "exists and is not a regular file (a FIFO, a socket or a device); give a file name");
+  }
+  const std::filesystem::path folder = target.has_parent_path() ? target.parent_path() : ".";
+  if (!std::filesystem::is_directory(folder, ec)) {
+    fail(path, fmt::format("the folder {} does not exist", folder.string()));
+  }
+  if (access(folder.c_str(), W_OK | X_OK) != 0) {
+    fail(path, fmt::format("cannot write into the folder {}: {}", folder.string(),
+                           std::generic_category().message(errno)));
+  }
+}
+
 void write_npy_f32(const std::string& path, const Tensor4<float>& t) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) fail(path, fmt::format("cannot open for writing: {}", std::generic_category().message(errno)));
-  write_npy_f32(out, t, path);
-  out.close();
-  if (!out) fail(path, "write error while closing the file (is the disk full?)");
+  check_output_path(path);
+  // A write past `ulimit -f` raises SIGXFSZ, which would end the process with the temporary file
+  // half written; ignored, the write fails with EFBIG instead and the error below reports it.
+  std::signal(SIGXFSZ, SIG_IGN);
+  // Write a temporary file in the same folder, then rename it over `path`: rename() within one
+  // file system replaces the file whole, so `path` holds either its old contents or all of the new.
+  std::string temporary = path + ".XXXXXX";
+  const int fd = mkstemp(temporary.data());
+  if (fd < 0) fail(path, fmt::format("cannot create a temporary file beside it: {}", std::generic_category().message(errno)));
+  close(fd);
+  try {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    if (!out) fail(path, fmt::format("cannot open for writing: {}", std::generic_category().message(errno)));
+    write_npy_f32(out, t, path);
+    out.close();
+    if (!out) fail(path, "write error while closing the file (is the disk full?)");
+    // mkstemp creates the file readable by its owner only; give it the permissions a new file gets.
+    const mode_t mask = umask(0);
+    umask(mask);
+    chmod(temporary.c_str(), 0666 & ~mask);
+    if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+      fail(path, fmt::format("cannot replace the file: {}", std::generic_category().message(errno)));
+    }
+  } catch (...) {
+    std::remove(temporary.c_str());
+    throw;
+  }
 }
 
 }  // namespace fa

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "chapters/05_flash_attention_2/backends.h"
+#include "common/device_problem.h"
 
 namespace ch06 {
 
@@ -27,19 +28,15 @@ constexpr std::string_view to_string(ElementType e) { return e == ElementType::b
 // Br query rows per thread block (16 per warp), Bc keys per K/V tile: chapter 05's shape type.
 using ch05::TileShape;
 
-// One attention problem as the kernel sees it: batch and heads folded into one index.
-struct DeviceProblem {
-  int batch_heads = 0;
-  int seq_len_q = 0;
-  int seq_len_k = 0;
-  int head_dim = 0;
-  float scale = 0.0f;
-  bool causal = false;
+// One attention problem as the kernel sees it (common/device_problem.h), the tile to run it in,
+// and the element type.
+struct DeviceProblem : fa::DeviceProblem {
   TileShape tile{};
   ElementType element = ElementType::bf16;
 };
 
-// What one run brings back: O [batch_heads, seq_len_q, head_dim] as element bits, L
+// What one run brings back (fa::DeviceRun's O is float32; here it is the elements' bits): O
+// [batch_heads, seq_len_q, head_dim] as element bits, L
 // [batch_heads, seq_len_q] in float32, and the wall time of the launch in milliseconds
 // (synchronised; on the GPU it includes launch overhead: ch06_gpu_bench measures speed).
 struct DeviceRun {

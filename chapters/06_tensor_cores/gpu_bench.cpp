@@ -87,8 +87,8 @@ int main(int argc, char** argv) {
               V(element_bits(qkv, 3, element)), O(qkv);
           const fa::bench::DeviceArray<float> L(static_cast<std::size_t>(batch) * heads * n);
           for (bool causal : {false, true}) {
-            const ch06::DeviceProblem problem{batch * heads, n, n, d, 1.0f / std::sqrt(static_cast<float>(d)),
-                                              causal, tile, element};
+            const ch06::DeviceProblem problem{
+                {batch * heads, n, n, d, 1.0f / std::sqrt(static_cast<float>(d)), causal}, tile, element};
             ch06::gpu::prepare_tensor_cores(problem);
             auto run = [&] {
               ch06::gpu::enqueue_tensor_cores(Q.data(), K.data(), V.data(), O.data(), L.data(), problem);

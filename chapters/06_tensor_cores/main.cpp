@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <exception>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,7 +24,9 @@
 #include "common/attention_cli.h"
 #include "common/compare.h"
 #include "common/demo.h"
+#include "common/memory.h"
 #include "common/npy.h"
+#include "common/program.h"
 
 namespace {
 
@@ -59,27 +62,35 @@ WorstL worst_L(const std::vector<float>& L, const std::vector<float>& L_05, cons
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Chapter 06: FlashAttention-2 on tensor cores (mma.sync m16n8k16, bf16 or fp16 inputs, float32 "
-               "accumulation), checked against chapter 05."};
+  fa::demo::Program program(
+      "Chapter 06: FlashAttention-2 on tensor cores (mma.sync m16n8k16, bf16 or fp16 inputs, float32 "
+      "accumulation), checked against chapter 05.");
+  CLI::App& app = program.app();
   fa::AttentionCli cli;
   cli.accept_f16_files = true;
   fa::add_attention_flags(app, cli);
   std::string tile_text = ch06::tile_name(ch06::Options{}.tile);
-  app.add_option("--tile", tile_text, "Br x Bc tile shape of the kernel: " + ch06::tile_list());
+  app.add_option("--tile", tile_text, "Br x Bc tile shape of the kernel: " + ch06::tile_list())->capture_default_str();
   std::string dtype_text = "bf16";
   app.add_option("--dtype", dtype_text, "element type of Q, K, V and O in the kernel")
-      ->check(CLI::IsMember({"bf16", "fp16"}));
-  std::string summary_path;
-  app.add_option("--summary", summary_path, "append the check against chapter 05 to this file (the tour's)");
-  CLI11_PARSE(app, argc, argv);
+      ->check(CLI::IsMember({"bf16", "fp16"}))
+      ->capture_default_str();
 
-  try {
+  return program.run(argc, argv, [&]() -> std::optional<fa::demo::Check> {
+    // Everything this run needs, checked before anything is allocated or printed.
     const ch06::TileShape tile = parse_tile(tile_text);
     const ch06::ElementType element = ch06::parse_element_type(dtype_text);
     const fa::Device device = fa::chosen_device(cli);
-    const fa::AttentionProblem in = fa::load_or_draw(cli);
+    const fa::AttentionShape shape = fa::plan_inputs(cli);
     const ch06::Options options{cli.scale, cli.causal, tile, element};
-    (void)ch06::check_problem(in.Q.shape, in.K.shape, in.V.shape, options);  // refuse before printing
+    (void)ch06::check_problem(shape, options);
+    (void)ch05::check_problem(shape, {cli.scale, cli.causal, {64, 64}});
+    fa::MemoryPlan plan;
+    fa::add_inputs(plan, shape);
+    plan.add("the rounded inputs and chapter 05's kernel (Q, K, V, O, L)", 2 * ch05::memory_needed(shape));
+    plan.check("ch06_tensor_cores");
+
+    const fa::AttentionProblem in = fa::load_or_draw(cli);
     const fa::Tensor4<float> Q = ch06::round_to(in.Q, element, "Q");
     const fa::Tensor4<float> K = ch06::round_to(in.K, element, "K");
     const fa::Tensor4<float> V = ch06::round_to(in.V, element, "V");
@@ -101,7 +112,7 @@ int main(int argc, char** argv) {
     fmt::print("time: {:.3f} ms on tensor cores ({}), {:.3f} ms for chapter 05's float32 kernel ({}; wall clock of "
                "one run, not a benchmark)\n", tc.elapsed_ms, type, f32.elapsed_ms, fa::to_string(device));
 
-    const double scale = cli.scale.value_or(1.0 / std::sqrt(static_cast<double>(in.Q.shape.head_dim)));
+    const double scale = cli.scale.value_or(fa::default_scale(shape.head_dim));
     const ch06::ErrorBudget budget = ch06::error_budget(Q, K, V, scale, cli.causal, element);
     fmt::print("error budget of {} (unit roundoff {:.2g}): an evaluation in float64 with P and O rounded to {} is\n"
                "  {:.3g} from exact (rel L2); the bound is {} x that + {:.0e} = {:.3g}\n",
@@ -118,16 +129,10 @@ int main(int argc, char** argv) {
       fmt::print("wrote O to {} (float32 '<f4', holding {} values)\n", cli.out_path, type);
     }
     const WorstL L_worst = worst_L(tc.L, f32.L, ch06::L_bounds(Q, K, scale, f32.L));
-    const fa::demo::Check check{
+    return fa::demo::Check{
         "06", fmt::format("tensor cores ({}, {}, {}) vs ch05", type, fa::to_string(device), ch06::tile_name(tile)),
-        fmt::format("O rel L2 {:.2g}, L {:.2g}", err_O.rel_l2, L_worst.error),
+        fmt::format("{}, L {:.2g}", fa::demo::error_field("O", err_O), L_worst.error),
         fmt::format("{:.1e}, {:.1e}", budget.bound, L_worst.bound),
         err_O.rel_l2 <= budget.bound && L_worst.error <= L_worst.bound};
-    fa::demo::print_verdict(check);
-    if (!summary_path.empty()) fa::demo::append_summary(summary_path, check);
-    return check.pass ? 0 : 1;
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "error: {}\n", e.what());
-    return 1;
-  }
+  });
 }

@@ -66,8 +66,7 @@ fa::Tensor4<float> round_to(const fa::Tensor4<float>& x, ElementType element, st
   return out;
 }
 
-DeviceProblem check_problem(const fa::Shape4& q, const fa::Shape4& k, const fa::Shape4& v, const Options& options) {
-  const fa::AttentionShape shape = fa::check_attention_shapes(q, k, v);
+DeviceProblem check_problem(const fa::AttentionShape& shape, const Options& options) {
   if (std::find(kHeadDims.begin(), kHeadDims.end(), static_cast<int>(shape.head_dim)) == kHeadDims.end()) {
     throw std::invalid_argument(fmt::format(
         "tensor_core_attention: head_dim {} is not supported; the kernel is compiled for head_dim {}",
@@ -77,44 +76,19 @@ DeviceProblem check_problem(const fa::Shape4& q, const fa::Shape4& k, const fa::
     throw std::invalid_argument(fmt::format("tensor_core_attention: tile Br x Bc = {} is not compiled; choose one of {}",
                                             tile_name(options.tile), tile_list()));
   }
-  const double scale = options.scale.value_or(fa::default_scale(shape.head_dim));
-  if (!std::isfinite(scale)) {
-    throw std::invalid_argument(fmt::format("tensor_core_attention: scale must be a finite number, got {}", scale));
-  }
-  if (shape.batch * shape.heads > 65535) {
-    throw std::invalid_argument(fmt::format(
-        "tensor_core_attention: batch * heads = {} is more than the 65535 the kernel's grid allows",
-        shape.batch * shape.heads));
-  }
-  const std::size_t int_max = std::numeric_limits<int>::max();
-  if (std::max(shape.seq_len_q, shape.seq_len_k) * shape.head_dim > int_max) {
-    throw std::invalid_argument("tensor_core_attention: one head's Q, K or V has more than 2^31 - 1 values, "
-                                "more than the kernel's int indexing supports");
-  }
-  return {static_cast<int>(shape.batch * shape.heads),
-          static_cast<int>(shape.seq_len_q),
-          static_cast<int>(shape.seq_len_k),
-          static_cast<int>(shape.head_dim),
-          static_cast<float>(scale),
-          options.causal,
-          options.tile,
+  return {fa::device_problem("tensor_core_attention", shape, options.scale, options.causal), options.tile,
           options.element};
 }
 
 Result tensor_core_attention(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K,
                              const fa::Tensor4<float>& V, const Options& options, fa::Device device) {
-  const DeviceProblem problem = check_problem(Q.shape, K.shape, V.shape, options);
+  const DeviceProblem problem = check_problem(fa::check_attention_shapes(Q.shape, K.shape, V.shape), options);
   const std::vector<std::uint16_t> q = to_element_bits(Q, options.element, "Q");
   const std::vector<std::uint16_t> k = to_element_bits(K, options.element, "K");
   const std::vector<std::uint16_t> v = to_element_bits(V, options.element, "V");
-  fa::require_device(device);
-
-#if FA_HAVE_CUDA
-  DeviceRun run = device == fa::Device::gpu ? gpu::run_tensor_cores(q, k, v, problem)
-                                            : cpu::run_tensor_cores(q, k, v, problem);
-#else
-  DeviceRun run = cpu::run_tensor_cores(q, k, v, problem);  // gpu refused above
-#endif
+  DeviceRun run = fa::run_on(
+      device, [&] { return cpu::run_tensor_cores(q, k, v, problem); },
+      [&] { return gpu::run_tensor_cores(q, k, v, problem); });
   fa::Tensor4<float> O(Q.shape);
   for (std::size_t n = 0; n < O.values.size(); ++n) O.values[n] = element_value(run.O[n], options.element);
   return {std::move(O), std::move(run.L), run.elapsed_ms};

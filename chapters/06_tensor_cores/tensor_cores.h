@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "chapters/06_tensor_cores/backends.h"
+#include "common/attention_shapes.h"
 #include "common/device.h"
 #include "common/tensor.h"
 
@@ -53,9 +54,10 @@ struct Result {
 };
 
 // The problem as the kernel will see it, after every check that tensor_core_attention makes
-// before it touches the data (shapes: Q, K, V as below). Throws std::invalid_argument as
-// tensor_core_attention does, except for the inputs' values (round_to checks those).
-DeviceProblem check_problem(const fa::Shape4& q, const fa::Shape4& k, const fa::Shape4& v, const Options& options);
+// before it touches the data (common/device_problem.h's limits, the head dim, the tile). Throws
+// std::invalid_argument as tensor_core_attention does, except for the inputs' values (round_to
+// checks those).
+DeviceProblem check_problem(const fa::AttentionShape& shape, const Options& options);
 
 // O = softmax(Q K^T * scale) V and L by the FlashAttention-2 forward kernel on tensor cores.
 // Q: [batch, heads, seq_len_q, head_dim]; K, V: [batch, heads, seq_len_k, head_dim]; float32,
