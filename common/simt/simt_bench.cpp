@@ -1,7 +1,8 @@
 // simt_bench: what a launch and a barrier cost on the CPU.
 //
 //   BM_empty_launch     one block of 32 threads that does nothing: the fixed cost of a launch
-//   BM_two_barriers     1024 blocks of 256 threads, two __syncthreads() each; argument: host threads
+//   BM_two_barriers     1024 blocks of 256 threads, two __syncthreads() each (the launch that chose
+//                       the fiber mechanism, docs/simt.md); argument: host threads
 //   BM_mma              one block of one warp that runs 4096 mma_m16n8k16_bf16 in a row, on one
 //                       host thread: what one warp-wide tensor-core instruction costs on the CPU
 //                       (the rendezvous of 32 fibers and the 16x8x16 product)
