@@ -1,5 +1,5 @@
-// The chapter's kernel, compiled once per backend: ch06::cpu (common/simt, tensor_cores_cpu.cpp)
-// and ch06::gpu (nvcc, tensor_cores_gpu.cu). Both are defined by the same source, tensor_cores.cuh;
+// The chapter's kernel, compiled once per backend (add_kernels, cmake/Chapters.cmake): ch06::cpu
+// (common/simt) and ch06::gpu (nvcc). Both are defined by the same source, tensor_cores.cuh;
 // this header declares what the rest of the program may call.
 //
 // Elements of Q, K, V and O cross this interface as their bit patterns (std::uint16_t: the 16 bits

@@ -50,9 +50,9 @@
 // For d = 128, Br = 128, Bc = 64 that is 96 KiB: above the 48 KiB default, so the host side asks
 // for it (cudaFuncSetAttribute).
 //
-// This file is compiled twice: by the host compiler through common/simt (namespace ch06::cpu, in
-// tensor_cores_cpu.cpp), where simt emulates mma.sync, ldmatrix and cp.async lane by lane, and by
-// nvcc (namespace ch06::gpu, in tensor_cores_gpu.cu), where they are the PTX instructions.
+// This file is compiled twice (add_kernels, cmake/Chapters.cmake): by the host compiler through
+// common/simt (namespace ch06::cpu), where simt emulates mma.sync, ldmatrix and cp.async lane by
+// lane, and by nvcc (namespace ch06::gpu), where they are the PTX instructions.
 //
 // Source: Dao 2023, FlashAttention-2 (arXiv:2307.08691), Algorithm 1 and sections 3.1-3.3; the
 // PTX ISA, "Warp-level matrix instructions" (mma.m16n8k16 fragments, ldmatrix) and "cp.async";
