@@ -11,8 +11,9 @@
 namespace fa {
 
 void add_attention_flags(CLI::App& app, AttentionCli& cli) {
-  auto* inputs = app.add_option_group("inputs", "tensors from .npy files (float32, C order, "
-                                                "[batch, heads, seq_len, head_dim])");
+  auto* inputs = app.add_option_group(
+      "inputs", cli.accept_f16_files ? "tensors from .npy files (float32 or float16, C order, [batch, heads, seq_len, head_dim])"
+                                     : "tensors from .npy files (float32, C order, [batch, heads, seq_len, head_dim])");
   inputs->add_option("--q", cli.q_path, "Q as a .npy file")->default_str("none");
   inputs->add_option("--k", cli.k_path, "K as a .npy file")->default_str("none");
   inputs->add_option("--v", cli.v_path, "V as a .npy file")->default_str("none");
@@ -59,8 +60,9 @@ AttentionShape checked_shapes(const Shape4& q, const Shape4& k, const Shape4& v,
 AttentionShape plan_inputs(const AttentionCli& cli) {
   if (!cli.out_path.empty()) check_output_path(cli.out_path);
   if (given_files(cli) == 3) {
-    return checked_shapes(read_npy_shape(cli.q_path), read_npy_shape(cli.k_path), read_npy_shape(cli.v_path),
-                          file_origin(cli));
+    const bool f16 = cli.accept_f16_files;
+    return checked_shapes(read_npy_shape(cli.q_path, f16), read_npy_shape(cli.k_path, f16),
+                          read_npy_shape(cli.v_path, f16), file_origin(cli));
   }
   return {cli.batch, cli.heads, cli.seq_len_q, cli.seq_len_k, cli.head_dim};
 }
@@ -73,8 +75,10 @@ void add_inputs(MemoryPlan& plan, const AttentionShape& s) {
 
 AttentionProblem load_or_draw(const AttentionCli& cli) {
   if (given_files(cli) == 3) {
-    AttentionProblem p{read_npy_f32_4d(cli.q_path), read_npy_f32_4d(cli.k_path),
-                       read_npy_f32_4d(cli.v_path), file_origin(cli)};
+    auto read = [&](const std::string& path) {
+      return cli.accept_f16_files ? read_npy_f32_or_f16_4d(path) : read_npy_f32_4d(path);
+    };
+    AttentionProblem p{read(cli.q_path), read(cli.k_path), read(cli.v_path), file_origin(cli)};
     checked_shapes(p.Q.shape, p.K.shape, p.V.shape, p.origin);
     return p;
   }

@@ -25,6 +25,7 @@ struct AttentionCli {
   bool causal = false;
   std::optional<double> scale;
   std::string device;  // "cpu", "gpu" or empty (the GPU when there is one)
+  bool accept_f16_files = false;  // set by a demo (chapter 06) whose kernel takes fp16: '<f2' files too
 };
 
 // Registers the flags above on app, writing into cli; --help shows each one's default.

@@ -35,6 +35,7 @@
 #include <fmt/format.h>
 
 #include "common/memory.h"
+#include "common/simt/half_precision.h"  // simt::f16: float16 files, widened exactly
 
 namespace fa {
 namespace {
@@ -225,14 +226,15 @@ class HeaderParser {
 };
 
 // Step 4: descr, fortran_order and the shape, each with what to do about it.
-Shape4 check_fields(const HeaderFields& f, const std::string& name) {
-  if (*f.descr != "<f4") {
+// With accept_f16, descr '<f2' (IEEE binary16, little-endian) is accepted as well as '<f4'.
+Shape4 check_fields(const HeaderFields& f, const std::string& name, bool accept_f16) {
+  if (*f.descr != "<f4" && !(accept_f16 && *f.descr == "<f2")) {
     std::string hint = "save float32 values, e.g. np.save(path, a.astype(np.float32))";
     if (f.descr->size() >= 2 && (*f.descr)[0] == '>') {
       hint = "the file is big-endian: save a.astype('<f4')";
     }
-    fail(name, fmt::format("dtype '{}' is not supported: expected '<f4' (float32, little-endian); {}",
-                           printable(*f.descr), hint));
+    fail(name, fmt::format("dtype '{}' is not supported: expected '<f4' (float32, little-endian){}; {}",
+                           printable(*f.descr), accept_f16 ? " or '<f2' (float16, little-endian)" : "", hint));
   }
   if (*f.fortran_order) {
     fail(name, "fortran_order is True (column-major data) but this reader needs C order: save "
@@ -250,9 +252,9 @@ Shape4 check_fields(const HeaderFields& f, const std::string& name) {
                 static_cast<std::size_t>(dims[2]), static_cast<std::size_t>(dims[3])};
 }
 
-// Step 5: 4 * product(dims), or nothing when that exceeds 2^64 - 1.
-std::optional<std::uint64_t> data_bytes(const std::vector<std::int64_t>& dims) {
-  std::uint64_t bytes = sizeof(float);
+// Step 5: value_bytes * product(dims), or nothing when that exceeds 2^64 - 1.
+std::optional<std::uint64_t> data_bytes(const std::vector<std::int64_t>& dims, std::uint64_t value_bytes) {
+  std::uint64_t bytes = value_bytes;
   if (std::find(dims.begin(), dims.end(), 0) != dims.end()) return 0;
   for (std::int64_t d : dims) {
     const auto u = static_cast<std::uint64_t>(d);
@@ -267,9 +269,10 @@ std::optional<std::uint64_t> data_bytes(const std::vector<std::int64_t>& dims) {
 struct Header {
   Shape4 shape;
   std::uint64_t data_bytes = 0;
+  bool f16 = false;  // descr '<f2' (only with accept_f16)
 };
 
-Header read_header(std::istream& in, const std::string& name) {
+Header read_header(std::istream& in, const std::string& name, bool accept_f16 = false) {
   // The size of what follows, from the current position.
   const std::streampos start = in.tellg();
   in.seekg(0, std::ios::end);
@@ -327,26 +330,28 @@ Header read_header(std::istream& in, const std::string& name) {
 
   // Steps 3 and 4.
   const HeaderFields fields = HeaderParser(header, name).parse();
-  const Shape4 shape = check_fields(fields, name);
+  const Shape4 shape = check_fields(fields, name, accept_f16);
+  const bool f16 = *fields.descr == "<f2";
+  const std::string_view type_name = f16 ? "float16" : "float32";
 
   // Step 5: the data must fill the rest of the file exactly.
   const std::uint64_t available = file_size - header_start - header_len;
-  const std::optional<std::uint64_t> needed = data_bytes(*fields.shape);
+  const std::optional<std::uint64_t> needed = data_bytes(*fields.shape, f16 ? 2 : 4);
   if (!needed) {
     fail(name, fmt::format("shape {} needs more than 2^64 bytes of data; the file holds {}",
                            shape_text(*fields.shape), available));
   }
   if (*needed > available) {
-    fail(name, fmt::format("truncated data: shape {} needs {} bytes of float32 values but the file "
+    fail(name, fmt::format("truncated data: shape {} needs {} bytes of {} values but the file "
                            "holds only {} after the header", shape_text(*fields.shape), *needed,
-                           available));
+                           type_name, available));
   }
   if (*needed < available) {
-    fail(name, fmt::format("shape {} needs {} bytes of float32 values but the file holds {} after "
-                           "the header ({} too many)", shape_text(*fields.shape), *needed, available,
-                           available - *needed));
+    fail(name, fmt::format("shape {} needs {} bytes of {} values but the file holds {} after "
+                           "the header ({} too many)", shape_text(*fields.shape), *needed, type_name,
+                           available, available - *needed));
   }
-  return {shape, *needed};
+  return {shape, *needed, f16};
 }
 
 // Regular files only: opening a FIFO would wait for a writer, and a device has no size to check.
@@ -362,15 +367,30 @@ void require_regular_file(const std::string& path) {
   }
 }
 
-}  // namespace
-
-Tensor4<float> read_npy_f32_4d(std::istream& in, const std::string& name) {
-  const Header header = read_header(in, name);
+// The reader of read_npy_f32_4d and read_npy_f32_or_f16_4d.
+Tensor4<float> read_npy_4d(std::istream& in, const std::string& name, bool accept_f16) {
+  const Header header = read_header(in, name, accept_f16);
   // The tensor is allocated whole: refuse a shape that the machine cannot hold (a sparse file can
   // claim terabytes of data in a few bytes of disk), before allocating.
   MemoryPlan plan;
-  plan.add(fmt::format("the values of {}", name), header.data_bytes);
+  // (float16: the float32 tensor is twice the data, and the bytes read are held once as well.)
+  plan.add(fmt::format("the values of {}", name), header.data_bytes * (header.f16 ? 3 : 1));
   plan.check(name);
+
+  // Step 6 for float16: little-endian bits, each widened to float32 (exactly).
+  if (header.f16) {
+    Tensor4<float> t(header.shape);
+    std::vector<unsigned char> bytes(header.data_bytes);
+    if (header.data_bytes > 0) {
+      in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(header.data_bytes));
+      if (static_cast<std::uint64_t>(in.gcount()) != header.data_bytes) fail(name, "read error");
+    }
+    for (std::size_t k = 0; k < t.values.size(); ++k) {
+      const auto bits = static_cast<std::uint16_t>(little_endian(&bytes[2 * k], 2));
+      t.values[k] = static_cast<float>(std::bit_cast<simt::f16>(bits));
+    }
+    return t;
+  }
 
   // Step 6: the values, little-endian float32.
   Tensor4<float> t(header.shape);
@@ -389,18 +409,27 @@ Tensor4<float> read_npy_f32_4d(std::istream& in, const std::string& name) {
   return t;
 }
 
-Tensor4<float> read_npy_f32_4d(const std::string& path) {
+Tensor4<float> read_npy_file(const std::string& path, bool accept_f16) {
   require_regular_file(path);
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(path, fmt::format("cannot open for reading: {}", std::generic_category().message(errno)));
-  return read_npy_f32_4d(in, path);
+  return read_npy_4d(in, path, accept_f16);
 }
 
-Shape4 read_npy_shape(const std::string& path) {
+}  // namespace
+
+Tensor4<float> read_npy_f32_4d(std::istream& in, const std::string& name) { return read_npy_4d(in, name, false); }
+Tensor4<float> read_npy_f32_4d(const std::string& path) { return read_npy_file(path, false); }
+Tensor4<float> read_npy_f32_or_f16_4d(std::istream& in, const std::string& name) {
+  return read_npy_4d(in, name, true);
+}
+Tensor4<float> read_npy_f32_or_f16_4d(const std::string& path) { return read_npy_file(path, true); }
+
+Shape4 read_npy_shape(const std::string& path, bool accept_f16) {
   require_regular_file(path);
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(path, fmt::format("cannot open for reading: {}", std::generic_category().message(errno)));
-  return read_header(in, path).shape;
+  return read_header(in, path, accept_f16).shape;
 }
 
 void write_npy_f32(std::ostream& out, const Tensor4<float>& t, const std::string& name) {

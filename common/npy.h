@@ -45,12 +45,19 @@ Tensor4<float> read_npy_f32_4d(std::istream& in, const std::string& name);
 // The shape a .npy file holds, after every check of read_npy_f32_4d except the memory check, without
 // reading the data: what a demo plans its memory from before it loads anything. Throws as
 // read_npy_f32_4d.
-Shape4 read_npy_shape(const std::string& path);
+// With accept_f16, a float16 file's shape too (read_npy_f32_or_f16_4d).
+Shape4 read_npy_shape(const std::string& path, bool accept_f16 = false);
 
 // Throws std::runtime_error naming the path unless a file can be written there: the path is not
 // empty, not a directory or another non-regular file, and its folder exists and is writable. A
 // demo calls it before its computation, so that a typo in --out does not cost the whole run.
 void check_output_path(const std::string& path);
+
+// The same, but a file may also hold descr '<f2' (IEEE binary16, little-endian, as
+// np.save(path, a.astype(np.float16)) writes it): its values are widened to float32, exactly. The
+// dtype error then names both accepted types. (Chapter 06, whose kernel takes fp16 inputs.)
+Tensor4<float> read_npy_f32_or_f16_4d(const std::string& path);
+Tensor4<float> read_npy_f32_or_f16_4d(std::istream& in, const std::string& name);
 
 // Writes t as a .npy file: format version 1.0, descr '<f4', fortran_order False, shape
 // (batch, heads, seq_len, head_dim), the header padded so that the data starts at a multiple of 64

@@ -35,7 +35,8 @@ std::vector<Figure> make_figures(const std::filesystem::path& benchmarks,
           {"flash-attention-2-tiles.svg", tiles_figure()},
           {"hbm-traffic.svg", traffic_figure(measured)},
           {"worked-example.svg", worked_example_figure()},
-          {"softmax-bench.svg", softmax_bench_figure(softmax_bench)}};
+          {"softmax-bench.svg", softmax_bench_figure(softmax_bench)},
+          {"mma-fragments.svg", mma_fragments_figure()}};
 }
 
 void write_figures(const std::filesystem::path& folder, const std::filesystem::path& benchmarks,

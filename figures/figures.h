@@ -19,7 +19,10 @@
 //                                     ch03::trace_online_weighted_sum of the worked example
 //   5. softmax-bench.svg              softmax_bench_figure(): static; chapter 02's benchmark,
 //                                     safe / online time per row size, from docs/benchmarks-cpu.md
-//   6. write_figures() writes all five into a folder.
+//   6. mma-fragments.svg             mma_fragments_figure(): static; the A, B and C/D fragments of
+//                                     mma.m16n8k16 and ldmatrix .x4's row addresses, read off
+//                                     common/simt's CPU emulation (mma_fragment_map)
+//   7. write_figures() writes all six into a folder.
 //
 // Source: the book's own figures, computed by its code: the worked example (chapter 03) and the
 // traffic table (chapter 05's --traffic: one head, forward pass, BF16, blocks of 128).
@@ -28,6 +31,7 @@
 //                                              [--cpu-benchmarks docs/benchmarks-cpu.md]
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -56,7 +60,7 @@ inline constexpr std::uint64_t random_row_seed = 39;
 inline constexpr double random_row_stddev = 1.5;
 std::vector<double> random_row();
 
-// Figure 1 (online-softmax.svg). The four figure functions throw nothing for their built-in
+// Figure 1 (online-softmax.svg). The figure functions throw nothing for their built-in
 // inputs (std::logic_error from svg.h would mean a mistake in the figure's own code).
 std::string online_softmax_figure();
 
@@ -74,13 +78,33 @@ std::string worked_example_figure();
 // where there is none (the figure then says how to make it).
 std::string softmax_bench_figure(const std::optional<SoftmaxBench>& measured);
 
+// Which lane holds each element of the mma.m16n8k16 fragments, and as which element of the PTX
+// ISA's figures (a0..a7, b0..b3, c0..c3; element e sits in register e / 2, bits 0-15 for even e).
+// A[row][col] (16x16), B[k][n] (16x8), C[row][col] (16x8, also D's layout).
+struct MmaFragmentMap {
+  struct Holder {
+    unsigned lane, element;
+  };
+  std::array<std::array<Holder, 16>, 16> A;
+  std::array<std::array<Holder, 8>, 16> B;
+  std::array<std::array<Holder, 8>, 16> C;
+};
+
+// Runs one warp of common/simt's emulation (ldmatrix, then mma) and reads the map off its
+// registers (figures/mma_fragments_figure.cpp). Throws what simt::launch throws (never, for this
+// fixed kernel, unless the emulation is broken).
+MmaFragmentMap mma_fragment_map();
+
+// Figure 6 (mma-fragments.svg).
+std::string mma_fragments_figure();
+
 // One figure file: its name in docs/figures/ and its content.
 struct Figure {
   std::string name;
   std::string svg;
 };
 
-// All five figures. benchmarks, cpu_benchmarks: the paths of docs/benchmarks.md and
+// All six figures. benchmarks, cpu_benchmarks: the paths of docs/benchmarks.md and
 // docs/benchmarks-cpu.md; a missing file means no measurements. Throws std::invalid_argument when
 // a file holds a measured table that cannot be read (the reader's message), std::runtime_error
 // when a file exists but cannot be read.

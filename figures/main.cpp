@@ -30,7 +30,8 @@ int main(int argc, char** argv) {
   try {
     figures::write_figures(folder, benchmarks, cpu_benchmarks);
     for (const char* name : {"online-softmax.svg", "flash-attention-2-tiles.svg", "hbm-traffic.svg",
-                             "worked-example.svg", "softmax-bench.svg"}) {
+                             "worked-example.svg", "softmax-bench.svg",
+                             "mma-fragments.svg"}) {
       fmt::print("wrote {}\n", (std::filesystem::path(folder) / name).string());
     }
   } catch (const std::exception& e) {

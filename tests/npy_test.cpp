@@ -60,6 +60,17 @@ fa::Tensor4<float> read_bytes(const std::string& bytes) {
   return fa::read_npy_f32_4d(in, "q.npy");
 }
 
+// The message of the std::runtime_error that f() throws, or "" if none.
+template <class F>
+std::string message_of(F f) {
+  try {
+    f();
+  } catch (const std::runtime_error& e) {
+    return e.what();
+  }
+  return "";
+}
+
 // The message of the std::runtime_error that reading these bytes as "q.npy" throws, or "" if none.
 std::string error_reading(const std::string& bytes) {
   try {
@@ -135,6 +146,32 @@ TEST_CASE("files as NumPy writes them read in versions 1.0, 2.0 and 3.0", "[comm
   CHECK(t.values[0] == 0.5f);
   CHECK(t.view()(1, 2, 3, 4) == 119.5f);  // C order: the last index moves fastest
   CHECK(t.view()(0, 1, 0, 0) == 20.5f);
+}
+
+TEST_CASE("float16 files read as float32, exactly, where a reader asks for them", "[common]") {
+  // np.array([1.0, -2.5, 65504.0, 2**-24, 1/3, np.inf], dtype=np.float16): the bit patterns NumPy stores,
+  // 1/3 being its nearest float16 (0x3555 = 0.333251953125), 2^-24 the smallest subnormal.
+  const std::uint16_t bits[6] = {0x3c00, 0xc100, 0x7bff, 0x0001, 0x3555, 0x7c00};
+  std::string data(12, '\0');
+  std::memcpy(data.data(), bits, 12);  // little-endian host, as float_bytes assumes
+  const std::string file =
+      npy_file(1, "{'descr': '<f2', 'fortran_order': False, 'shape': (1, 1, 2, 3), }", data);
+  std::istringstream in(file);
+  const fa::Tensor4<float> t = fa::read_npy_f32_or_f16_4d(in, "q.npy");
+  CHECK(t.shape == fa::Shape4{1, 1, 2, 3});
+  CHECK(t.values == std::vector<float>{1.0f, -2.5f, 65504.0f, 0x1p-24f, 0.333251953125f,
+                                       std::numeric_limits<float>::infinity()});
+  // The float32 reader refuses the same file, and the float16 one still reads float32 files.
+  CHECK(error_reading(file).find("q.npy: dtype '<f2' is not supported: expected '<f4'") == 0);
+  std::istringstream f4(npy_file(1, kNumpyDict, float_bytes(120)));
+  CHECK(fa::read_npy_f32_or_f16_4d(f4, "q.npy").values[119] == 119.5f);
+  // A short float16 file names its type and sizes; another dtype names both accepted ones.
+  std::istringstream short_file(npy_file(1, "{'descr': '<f2', 'fortran_order': False, 'shape': (1, 1, 2, 4), }", data));
+  CHECK(message_of([&] { fa::read_npy_f32_or_f16_4d(short_file, "q.npy"); })
+            .find("needs 16 bytes of float16 values but the file holds only 12") != std::string::npos);
+  std::istringstream f8(npy_file(1, "{'descr': '<f8', 'fortran_order': False, 'shape': (1, 1, 1, 1), }",
+                                 std::string(8, '\0')));
+  CHECK(message_of([&] { fa::read_npy_f32_or_f16_4d(f8, "q.npy"); }).find("or '<f2' (float16") != std::string::npos);
 }
 
 TEST_CASE("the header may order its keys, space and quote in any legal way", "[common]") {
@@ -260,14 +297,6 @@ TEST_CASE("data that does not match the shape is refused with both sizes", "[com
 TEST_CASE("missing, unreadable and unwritable paths are refused with the path", "[common]") {
   TempDir dir;
   const std::string missing = dir.file("missing.npy");
-  auto message_of = [](auto f) -> std::string {
-    try {
-      f();
-    } catch (const std::runtime_error& e) {
-      return e.what();
-    }
-    return "";
-  };
   CHECK(message_of([&] { fa::read_npy_f32_4d(missing); }).find(missing + ": cannot open for reading") == 0);
   CHECK(message_of([&] { fa::read_npy_f32_4d(dir.path.string()); }).find("is a directory") != std::string::npos);
   const std::string nowhere = dir.file("no/such/folder/o.npy");

@@ -1,0 +1,114 @@
+// ch06_gpu_bench: chapter 06's tensor-core FlashAttention-2 kernel on a GPU, timed with CUDA events.
+// Built only where nvcc was found.
+//
+// For each (element type, seq_len N, head_dim d, causal) it prints one Markdown table row: the
+// median time of --runs launches after --warmup launches, and TFLOP/s counted as
+// 4 * batch * heads * N^2 * d floating-point operations (two matrix products of 2 N^2 d each),
+// halved when causal (the work a causal kernel has to do; it skips the masked tiles). Only the
+// kernel is inside the timed region: the shared-memory allowance is set before (prepare), and the
+// launch puts the kernel on the stream without a host synchronisation (enqueue).
+//
+//   ch06_gpu_bench --batch 4 --heads 16 --seq 1024 4096 8192 --head-dim 64 128 --dtype bf16 fp16
+//   ch06_gpu_bench --seq 4096 --head-dim 128 --dtype bf16 --once    each kernel once, for ncu
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+
+#include "chapters/06_tensor_cores/tensor_cores.h"
+#include "common/cuda_check.h"  // after <cuda_runtime.h>
+#include "common/gpu_bench.h"
+#include "common/random.h"
+
+namespace {
+
+// n normal(0, 1) values as element bits.
+std::vector<std::uint16_t> element_bits(std::size_t n, std::uint64_t seed, ch06::ElementType element) {
+  return ch06::to_element_bits(fa::Tensor4<float>(fa::Shape4{1, 1, 1, n}, fa::normal<float>(n, seed)), element,
+                               "input");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"FlashAttention-2 on tensor cores (chapter 06), timed with CUDA events."};
+  std::vector<int> seq_lens{1024, 4096, 8192};
+  std::vector<int> head_dims{64, 128};
+  std::vector<std::string> dtypes{"bf16", "fp16"};
+  int batch = 4, heads = 16, warmup = 3, runs = 20;
+  std::string tile_text = ch06::tile_name(ch06::Options{}.tile);
+  bool once = false;
+  app.add_option("--seq", seq_lens, "sequence lengths (queries = keys)")->check(CLI::PositiveNumber);
+  app.add_option("--head-dim", head_dims, "head dims (64 or 128)");
+  app.add_option("--dtype", dtypes, "element types")->check(CLI::IsMember({"bf16", "fp16"}));
+  app.add_option("--tile", tile_text, "Br x Bc tile shape: " + ch06::tile_list());
+  app.add_option("--batch", batch, "batch size")->check(CLI::PositiveNumber);
+  app.add_option("--heads", heads, "heads")->check(CLI::PositiveNumber);
+  app.add_option("--warmup", warmup, "untimed launches first")->check(CLI::NonNegativeNumber);
+  app.add_option("--runs", runs, "timed launches (the median is reported)")->check(CLI::PositiveNumber);
+  app.add_flag("--once", once, "launch each kernel once, untimed (for ncu), then stop");
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    ch06::TileShape tile{};
+    bool tile_found = false;
+    for (const ch06::TileShape& t : ch06::kTileShapes) {
+      if (ch06::tile_name(t) == tile_text) tile = t, tile_found = true;
+    }
+    if (!tile_found) throw std::invalid_argument("--tile " + tile_text + ": accepted are " + ch06::tile_list());
+    for (int d : head_dims) {
+      if (std::find(ch06::kHeadDims.begin(), ch06::kHeadDims.end(), d) == ch06::kHeadDims.end()) {
+        throw std::invalid_argument(fmt::format("--head-dim {}: the kernel is compiled for 64 and 128", d));
+      }
+    }
+    int device = 0;
+    cudaDeviceProp prop{};
+    FA_CUDA_CHECK(cudaGetDevice(&device));
+    FA_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+    if (!once) {
+      fmt::print("device: {}; batch {}, heads {}, tile {}; median of {} runs after {} warm-up\n\n", prop.name,
+                 batch, heads, tile_text, runs, warmup);
+      fmt::print("| kernel | dtype | seq_len | head_dim | causal | median ms | TFLOP/s |\n");
+      fmt::print("|---|---|---|---|---|---|---|\n");
+    }
+    for (const std::string& dtype : dtypes) {
+      const ch06::ElementType element = ch06::parse_element_type(dtype);
+      for (int n : seq_lens) {
+        for (int d : head_dims) {
+          const std::size_t qkv = static_cast<std::size_t>(batch) * heads * n * d;
+          const fa::bench::DeviceArray<std::uint16_t> Q(element_bits(qkv, 1, element)), K(element_bits(qkv, 2, element)),
+              V(element_bits(qkv, 3, element)), O(qkv);
+          const fa::bench::DeviceArray<float> L(static_cast<std::size_t>(batch) * heads * n);
+          for (bool causal : {false, true}) {
+            const ch06::DeviceProblem problem{
+                {batch * heads, n, n, d, 1.0f / std::sqrt(static_cast<float>(d)), causal}, tile, element};
+            ch06::gpu::prepare_tensor_cores(problem);
+            auto run = [&] {
+              ch06::gpu::enqueue_tensor_cores(Q.data(), K.data(), V.data(), O.data(), L.data(), problem);
+            };
+            if (once) {
+              run();
+              FA_CUDA_CHECK(cudaDeviceSynchronize());
+              continue;
+            }
+            const double ms = fa::bench::median_ms(run, warmup, runs);
+            fmt::print("| tensor cores (ch06) | {} | {} | {} | {} | {:.3f} | {:.1f} |\n", dtype, n, d,
+                       causal ? "yes" : "no", ms, fa::bench::attention_tflops(batch, heads, n, d, causal, ms));
+            std::fflush(stdout);
+          }
+        }
+      }
+    }
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "error: {}\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,78 @@
+// What the GPU benchmark programs (chNN_gpu_bench) share: device memory filled from host values,
+// and the median time of a launch measured with CUDA events. Host code for the host compiler,
+// included only where nvcc was found (the programs are built only there).
+//
+//   fa::bench::DeviceArray<float> Q(host_values);          cudaMalloc + cudaMemcpy
+//   double ms = fa::bench::median_ms([&] { launch(); }, warmup, runs);
+//
+// The launch must only put work on the default stream; median_ms records an event before and
+// after it, waits for the second, and reads the time between them (cudaEventElapsedTime, about
+// 0.5 microseconds of resolution). Every CUDA call is checked (common/cuda_check.h).
+// Source: CUDA C++ Programming Guide, "Events" (timing with cudaEventRecord/cudaEventElapsedTime).
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <vector>
+
+#include <cuda_runtime.h>
+
+#include "common/cuda_check.h"  // after <cuda_runtime.h>
+
+namespace fa::bench {
+
+// Device memory of `count` values of T, filled from host values or left uninitialised. (The
+// programs are compiled by the host compiler, so they use the CUDA runtime directly rather than
+// simt::DeviceBuffer, whose GPU version is for nvcc-compiled code.)
+template <class T>
+class DeviceArray {
+ public:
+  explicit DeviceArray(std::size_t count) {
+    FA_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&data_), count * sizeof(T)));
+  }
+  explicit DeviceArray(const std::vector<T>& host) : DeviceArray(host.size()) {
+    FA_CUDA_CHECK(cudaMemcpy(data_, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
+  }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  ~DeviceArray() { cudaFree(data_); }
+  T* data() const { return data_; }
+
+ private:
+  T* data_ = nullptr;
+};
+
+// Median of `runs` timings of launch(), in milliseconds, after `warmup` untimed calls (and a
+// synchronisation, so that they are finished before the first timed one starts).
+template <class Launch>
+double median_ms(const Launch& launch, int warmup, int runs) {
+  for (int w = 0; w < warmup; ++w) launch();
+  FA_CUDA_CHECK(cudaDeviceSynchronize());
+  cudaEvent_t start, stop;
+  FA_CUDA_CHECK(cudaEventCreate(&start));
+  FA_CUDA_CHECK(cudaEventCreate(&stop));
+  std::vector<float> times;
+  for (int r = 0; r < runs; ++r) {
+    FA_CUDA_CHECK(cudaEventRecord(start));
+    launch();
+    FA_CUDA_CHECK(cudaEventRecord(stop));
+    FA_CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0;
+    FA_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    times.push_back(ms);
+  }
+  FA_CUDA_CHECK(cudaEventDestroy(start));
+  FA_CUDA_CHECK(cudaEventDestroy(stop));
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+// Floating-point operations per second, in TFLOP/s, of attention's two matrix products
+// (4 * batch * heads * N^2 * d), halved when causal, done in `ms` milliseconds.
+inline double attention_tflops(int batch, int heads, int seq_len, int head_dim, bool causal, double ms) {
+  const double n = seq_len;
+  const double flops = 4.0 * batch * heads * n * n * head_dim * (causal ? 0.5 : 1.0);
+  return flops / (ms * 1e-3) / 1e12;
+}
+
+}  // namespace fa::bench
