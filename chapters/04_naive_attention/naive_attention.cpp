@@ -8,8 +8,23 @@
 
 #include "chapters/04_naive_attention/backends.h"
 #include "common/attention_shapes.h"
+#include "common/simt/profile.h"
 
 namespace ch04 {
+
+namespace {
+
+// The CPU copy of the kernels: the profiled one while simt's profile records (--profile; see
+// common/simt/profile.h), the ordinary one otherwise.
+DeviceRun run_on_cpu(std::span<const float> Q, std::span<const float> K, std::span<const float> V,
+                     const DeviceProblem& problem) {
+#if SIMT_PROFILED_KERNELS
+  if (simt::profile::recording()) return cpu_profiled::run_naive_attention(Q, K, V, problem);
+#endif
+  return cpu::run_naive_attention(Q, K, V, problem);
+}
+
+}  // namespace
 
 Result naive_attention(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K,
                        const fa::Tensor4<float>& V, const Options& options, fa::Device device) {
@@ -43,9 +58,9 @@ Result naive_attention(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K,
 #if FA_HAVE_CUDA
   DeviceRun run = device == fa::Device::gpu
                       ? gpu::run_naive_attention(Q.values, K.values, V.values, problem)
-                      : cpu::run_naive_attention(Q.values, K.values, V.values, problem);
+                      : run_on_cpu(Q.values, K.values, V.values, problem);
 #else
-  DeviceRun run = cpu::run_naive_attention(Q.values, K.values, V.values, problem);  // gpu refused above
+  DeviceRun run = run_on_cpu(Q.values, K.values, V.values, problem);  // gpu refused above
 #endif
   return {fa::Tensor4<float>(Q.shape, std::move(run.O)), std::move(run.S), std::move(run.P),
           run.elapsed_ms};

@@ -27,6 +27,7 @@
 
 #include "common/simt/fiber.h"
 #include "common/simt/launch_rules.h"
+#include "common/simt/profile_recorder.h"  // simt's memory profile: one call at each sync point
 
 #if defined(__SANITIZE_THREAD__) || SIMT_TSAN_ANNOTATIONS
 #include <sanitizer/tsan_interface.h>
@@ -185,6 +186,9 @@ void BlockRunner::prepare(const GridLaunch& launch, uint3 block_idx) {
   }
   std::memset(shared_.get(), 0xff, shared_bytes_);
   dynamic_shared_memory = shared_.get();
+  if (profile::detail::is_recording()) {  // profile.h: this block's accesses are counted
+    profile::detail::block_begin(launch.kernel_name, block_linear_ == 0, shared_.get(), shared_bytes_, threads_);
+  }
 
   for (unsigned i = 0; i < threads_; ++i) {  // line 1: every thread is ready
     CudaThread& t = *pool_[i];
@@ -247,6 +251,7 @@ void BlockRunner::run(const GridLaunch& launch, uint3 block_idx) {
     }
   }
   if (failure_) cancel_started_threads();
+  profile::detail::block_end();  // profile.h: the block's counts join its kernel's
   SIMT_TSAN_ACQUIRE(&block_done_);
   if (failure_) throw std::runtime_error(*failure_);
 }
@@ -336,6 +341,7 @@ void BlockRunner::complete_shuffle(unsigned warp) {
   }
   ready_ += w.arrived;
   w.arrived = 0;
+  profile::detail::warp_sync(warp);  // profile.h: the warp's instructions so far are complete
 }
 
 // line 4: nothing can run. Says why that is an error, or nothing when it is an ordinary barrier.
@@ -401,6 +407,7 @@ void BlockRunner::release_barrier() {
   ready_ = at_barrier_;
   at_barrier_ = 0;
   at_other_barrier_ = 0;
+  profile::detail::block_sync();  // profile.h: every warp's instructions so far are complete
 }
 
 // After a failure: unwind every thread that is in the middle of the kernel (it throws Cancelled
