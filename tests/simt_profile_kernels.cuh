@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <span>
 #include <vector>
@@ -89,6 +90,20 @@ __global__ void stack_and_shuffle_kernel(const float* in, float* out, unsigned p
   out[lane] = local[pick % 4] + local[(pick + 1) % 4];
 }
 
+// One warp: lane l copies 16 bytes of global memory to shared row l (cp.async), rows
+// `row_words` 4-byte words apart; then ldmatrix_x4 reads the 32 rows back (lane l gives row l).
+__global__ void ldmatrix_cp_async_kernel(const float* in, std::uint32_t* out, unsigned row_words) {
+  __shared__ __align__(16) float shared[32 * 32];
+  const unsigned lane = threadIdx.x;
+  simt::cp_async_16(&shared[lane * row_words], &in[lane * 4]);
+  simt::cp_async_commit_group();
+  simt::cp_async_wait_group<0>();
+  __syncthreads();
+  std::uint32_t r[4];
+  simt::ldmatrix_x4(r, &shared[lane * row_words]);
+  for (int i = 0; i < 4; ++i) out[lane * 4 + i] = r[i];
+}
+
 std::vector<float> iota(std::size_t n) {
   std::vector<float> v(n);
   for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<float>(i);
@@ -144,6 +159,13 @@ void uneven_loop() {
   const std::vector<float> host = iota(32 * 4);
   simt::DeviceBuffer<float> in{std::span<const float>(host)}, out(32);
   simt::launch<uneven_loop_kernel>(dim3(1), dim3(32), 0, in.data(), out.data());
+}
+
+void ldmatrix_cp_async(unsigned row_words) {
+  const std::vector<float> host = iota(32 * 4);
+  simt::DeviceBuffer<float> in{std::span<const float>(host)};
+  simt::DeviceBuffer<std::uint32_t> out(32 * 4);
+  simt::launch<ldmatrix_cp_async_kernel>(dim3(1), dim3(32), 0, in.data(), out.data(), row_words);
 }
 
 void stack_and_shuffle() {

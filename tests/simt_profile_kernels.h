@@ -21,6 +21,9 @@ void divergent();
 // One warp; lane l loads in[l + 32 k] for k = 0 .. l % 4: the k-th execution of the load by each
 // lane is one instruction (4 instructions: 32, 24, 16 and 8 lanes active).
 void uneven_loop();
+// One warp; lane l copies in[4l .. 4l+3] to shared row l by cp.async (rows row_words words
+// apart), then ldmatrix_x4 reads the 32 rows.
+void ldmatrix_cp_async(unsigned row_words);
 // One warp; each lane sums in[l] and in[l + 32] through a local array it indexes at run time
 // (stack memory, not counted), with a shuffle between the two loads (a warp synchronisation point).
 void stack_and_shuffle();

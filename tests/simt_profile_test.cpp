@@ -171,6 +171,21 @@ TEST_CASE("profiled kernels: stack accesses are dropped, shuffles end an instruc
   CHECK(p.shared_store.instructions == 0);
 }
 
+TEST_CASE("profiled ldmatrix and cp.async count the accesses the hardware makes", "[simt]") {
+  // cp.async: 32 lanes x 16 bytes from global (512 bytes, 16 sectors) into shared rows; ldmatrix_x4:
+  // 32 rows of 16 bytes, served a matrix (8 rows, a quarter-warp's worth) at a time. Rows 4 words
+  // apart: each matrix covers all 32 banks once, 4 wavefronts in all. Rows 32 words apart: the 8
+  // rows of a matrix fall on the same 4 banks, 8 wavefronts per matrix, 32 in all, 28 conflicts.
+  for (const unsigned row_words : {4u, 32u}) {
+    INFO("rows " << row_words << " words apart");
+    const KernelProfile p = profile_of([&] { k::ldmatrix_cp_async(row_words); });
+    const std::uint64_t wavefronts = row_words == 4 ? 4 : 32;
+    CHECK(p.global_load == simt::profile::GlobalCounts{1, 512, 16});
+    CHECK(p.shared_store == simt::profile::SharedCounts{1, 512, wavefronts, wavefronts - 4});
+    CHECK(p.shared_load == simt::profile::SharedCounts{1, 512, wavefronts, wavefronts - 4});
+  }
+}
+
 TEST_CASE("profiled counts are summed over launches", "[simt]") {
   const KernelProfile p = profile_of([] {
     for (int i = 0; i < 3; ++i) k::load_floats(1, 32, 2);

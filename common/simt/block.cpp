@@ -13,6 +13,10 @@
 //     the caller of simt::launch see everything the block wrote.
 //   - an exception thrown in a kernel: the thread releases its `error` before it finishes, and
 //     the host acquires it before it reads the message.
+//   - warp-collective instructions (mma, ldmatrix, __syncwarp; warp_collective.h): every lane
+//     releases the warp's token as it arrives, the last lane acquires it before it completes the
+//     instruction and releases it after, and every lane acquires it as it leaves. The token
+//     alternates between two addresses with the warp's count of collectives, as the barrier's does.
 #include "common/simt/block.h"
 
 #include <algorithm>
@@ -28,6 +32,7 @@
 #include "common/simt/fiber.h"
 #include "common/simt/launch_rules.h"
 #include "common/simt/profile_recorder.h"  // simt's memory profile: one call at each sync point
+#include "common/simt/warp_collective.h"
 
 #if defined(__SANITIZE_THREAD__) || SIMT_TSAN_ANNOTATIONS
 #include <sanitizer/tsan_interface.h>
@@ -49,7 +54,7 @@ constexpr unsigned full_mask = 0xffffffffu;
 // Thrown into the CUDA threads of a failed block to unwind their stacks; caught in thread_body.
 struct Cancelled {};
 
-enum class State { ready, running, at_barrier, at_shuffle, finished };
+enum class State { ready, running, at_barrier, at_shuffle, at_collective, finished };
 
 class BlockRunner;
 
@@ -68,6 +73,8 @@ struct CudaThread {
   std::uint64_t shuffle_value = 0;   // this lane's value
   unsigned shuffle_source = 0;       // the lane it reads
   std::uint64_t shuffle_result = 0;  // what it reads
+  const WarpCollective* collective = nullptr;  // the warp-collective instruction it waits at
+  AsyncCopies async;                 // its cp.async copies in flight (tensor_core.cpp)
   std::exception_ptr error;          // thrown by the kernel
 };
 
@@ -75,6 +82,9 @@ struct Warp {
   unsigned size = 0;     // lanes that exist (fewer than 32 in a block's last, partial warp)
   unsigned live = 0;     // lanes that have not finished the kernel
   unsigned arrived = 0;  // lanes waiting at a shuffle
+  unsigned at_collective = 0;  // lanes waiting at a warp-collective instruction (mma, ldmatrix, ...)
+  unsigned collectives = 0;    // warp-collective instructions completed; its parity picks the token
+  char collective_token[2] = {};  // TSan: the collectives' release/acquire addresses, by parity
 };
 
 thread_local CudaThread* current = nullptr;  // the CUDA thread running on this host thread
@@ -120,6 +130,8 @@ class BlockRunner {
   void barrier(CudaThread& t, const std::source_location& site);
   std::uint64_t shuffle(CudaThread& t, ShuffleMode mode, std::uint64_t bits, unsigned source,
                         const std::source_location& site);
+  void collective(CudaThread& t, const WarpCollective& op, const std::source_location& site);
+  unsigned threads() const { return threads_; }
   const GridLaunch& launch() const { return *launch_; }
   char* block_done_token() { return &block_done_; }
 
@@ -129,6 +141,7 @@ class BlockRunner {
   void step(CudaThread& t);
   void complete_shuffle(unsigned warp);
   std::optional<std::string> why_stuck() const;
+  std::string where_lanes_are(unsigned warp) const;
   void release_barrier();
   void cancel_started_threads();
   void fail(std::string what);
@@ -189,6 +202,7 @@ void BlockRunner::prepare(const GridLaunch& launch, uint3 block_idx) {
   if (profile::detail::is_recording()) {  // profile.h: this block's accesses are counted
     profile::detail::block_begin(launch.kernel_name, block_linear_ == 0, shared_.get(), shared_bytes_, threads_);
   }
+  dynamic_shared_size = shared_bytes_;
 
   for (unsigned i = 0; i < threads_; ++i) {  // line 1: every thread is ready
     CudaThread& t = *pool_[i];
@@ -198,6 +212,7 @@ void BlockRunner::prepare(const GridLaunch& launch, uint3 block_idx) {
     t.started = false;
     t.cancel = false;
     t.barriers = 0;
+    t.async = {};
     t.error = nullptr;
   }
   warps_.assign((threads_ + lanes_per_warp - 1) / lanes_per_warp, Warp{});
@@ -253,6 +268,11 @@ void BlockRunner::run(const GridLaunch& launch, uint3 block_idx) {
   if (failure_) cancel_started_threads();
   profile::detail::block_end();  // profile.h: the block's counts join its kernel's
   SIMT_TSAN_ACQUIRE(&block_done_);
+  // cp.async copies still in flight land when the block ends (after a failure they are dropped,
+  // by prepare()): a thread that finished early never shows them to the threads still running.
+  if (!failure_) {
+    for (unsigned i = 0; i < threads_; ++i) land_async_copies(pool_[i]->async);
+  }
   if (failure_) throw std::runtime_error(*failure_);
 }
 
@@ -277,6 +297,8 @@ void BlockRunner::step(CudaThread& t) {
       break;
     case State::at_shuffle:
       if (++warp.arrived == warp.live) complete_shuffle(t.linear / lanes_per_warp);  // line 7
+      break;
+    case State::at_collective:  // counted in warp.at_collective by collective()
       break;
     case State::finished:
       --live_;
@@ -346,6 +368,14 @@ void BlockRunner::complete_shuffle(unsigned warp) {
 
 // line 4: nothing can run. Says why that is an error, or nothing when it is an ordinary barrier.
 std::optional<std::string> BlockRunner::why_stuck() const {
+  // A warp-collective instruction that not all 32 lanes of the warp reach.
+  for (unsigned w = 0; w < warps_.size(); ++w) {
+    if (warps_[w].at_collective == 0) continue;
+    return std::to_string(warps_[w].at_collective) + " of the 32 lanes of warp " + std::to_string(w) +
+           " wait at a warp-collective instruction that the others do not reach: " +
+           where_lanes_are(w) + ". All 32 lanes must execute the same mma, ldmatrix or __syncwarp "
+           "(on a GPU this is undefined behaviour: a hang or wrong results)";
+  }
   // A warp whose shuffle cannot complete: some of its lanes wait at a barrier instead.
   for (unsigned w = 0; w < warps_.size(); ++w) {
     if (warps_[w].arrived == 0) continue;
@@ -396,6 +426,38 @@ std::optional<std::string> BlockRunner::why_stuck() const {
   }
   return report + ". Every thread of a block must reach the same __syncthreads() (on a GPU this is "
                   "undefined behaviour: a hang or wrong results)";
+}
+
+// Where each lane of `warp` is, lanes in the same place grouped: "lanes 0-15 at mma_m16n8k16_bf16
+// (dir/file.cuh:40); lanes 16-31 at __syncthreads() (dir/file.cuh:44)".
+std::string BlockRunner::where_lanes_are(unsigned warp) const {
+  const Warp& w = warps_[warp];
+  const auto place = [&](unsigned lane) -> std::string {
+    const CudaThread& t = *pool_[warp * lanes_per_warp + lane];
+    switch (t.state) {
+      case State::at_barrier: return "at __syncthreads() (" + where(t.site) + ")";
+      case State::at_shuffle: return std::string("at ") + shuffle_name(t.shuffle_mode) + " (" + where(t.site) + ")";
+      case State::at_collective: return std::string("at ") + t.collective->name + " (" + where(t.site) + ")";
+      case State::finished: return "exited (returned from the kernel)";
+      case State::ready:
+      case State::running: break;
+    }
+    return "still running";
+  };
+  std::string report;
+  unsigned first = 0;
+  std::string first_place = place(0);
+  for (unsigned lane = 1; lane <= w.size; ++lane) {
+    const std::string here = lane < w.size ? place(lane) : std::string();
+    if (lane < w.size && here == first_place) continue;
+    if (!report.empty()) report += "; ";
+    report += (lane - 1 == first ? "lane " + std::to_string(first)
+                                 : "lanes " + std::to_string(first) + "-" + std::to_string(lane - 1)) +
+              " " + first_place;
+    first = lane;
+    first_place = here;
+  }
+  return report;
 }
 
 // line 5: every thread waits at the same barrier; all continue.
@@ -458,6 +520,66 @@ std::uint64_t BlockRunner::shuffle(CudaThread& t, ShuffleMode mode, std::uint64_
   return t.shuffle_result;
 }
 
+// Kernel side: a warp-collective instruction (warp_collective.h). The lanes wait; the last one to
+// arrive checks that all 32 are at the same instruction and place, completes it, and readies them.
+void BlockRunner::collective(CudaThread& t, const WarpCollective& op, const std::source_location& site) {
+  if (t.cancel) throw Cancelled{};
+  if (threads_ % lanes_per_warp != 0) {
+    throw std::invalid_argument(std::string(op.name) + " (" + where(site) + ") in a block of " +
+                                std::to_string(threads_) + " threads: warp-collective instructions "
+                                "need whole warps, so the block size must be a multiple of 32 (on a GPU "
+                                "the missing lanes make the result undefined)");
+  }
+  const unsigned warp_index = t.linear / lanes_per_warp;
+  Warp& w = warps_[warp_index];
+  t.site = site;
+  t.collective = &op;
+  char* token = &w.collective_token[w.collectives % 2];
+  SIMT_TSAN_RELEASE(token);
+  if (++w.at_collective < lanes_per_warp) {
+    t.state = State::at_collective;
+    t.fiber->suspend();
+    if (t.cancel) throw Cancelled{};
+    SIMT_TSAN_ACQUIRE(token);
+    return;
+  }
+  // The last lane: all 32 wait at a collective. The same one?
+  const unsigned first = warp_index * lanes_per_warp;
+  bool same = true;
+  for (unsigned lane = 0; lane < lanes_per_warp && same; ++lane) {
+    const CudaThread& other = *pool_[first + lane];
+    if (&other == &t) continue;
+    same = other.collective->name == op.name && same_site(other.site, site);
+  }
+  if (!same) {
+    t.state = State::at_collective;  // so that the report shows this lane where it is
+    fail("the lanes of warp " + std::to_string(warp_index) +
+         " wait at different warp-collective instructions: " + where_lanes_are(warp_index) +
+         ". All 32 lanes must execute the same one at the same place (on a GPU this is undefined "
+         "behaviour)");
+    t.fiber->suspend();  // the scheduler cancels the block
+    throw Cancelled{};
+  }
+  SIMT_TSAN_ACQUIRE(token);
+  if (op.complete != nullptr) {
+    void* operands[lanes_per_warp];
+    for (unsigned lane = 0; lane < lanes_per_warp; ++lane) {
+      const CudaThread& other = *pool_[first + lane];
+      operands[lane] = &other == &t ? op.operands : other.collective->operands;
+    }
+    op.complete(operands);
+  }
+  SIMT_TSAN_RELEASE(token);
+  ++w.collectives;
+  w.at_collective = 0;
+  profile::detail::warp_sync(warp_index);  // profile.h: the warp's instructions so far are complete
+  for (unsigned lane = 0; lane < lanes_per_warp; ++lane) {
+    CudaThread& other = *pool_[first + lane];
+    if (&other != &t) other.state = State::ready;
+  }
+  ready_ += lanes_per_warp - 1;
+}
+
 // The body of every fiber: the kernel, for one CUDA thread of one block.
 void thread_body(void* arg) {
   CudaThread& t = *static_cast<CudaThread*>(arg);
@@ -492,6 +614,17 @@ void syncthreads(const std::source_location& site) {
   CudaThread& t = current_thread("__syncthreads()");
   t.runner->barrier(t, site);
 }
+
+void warp_collective(const WarpCollective& op, const std::source_location& site) {
+  CudaThread& t = current_thread(op.name);
+  t.runner->collective(t, op, site);
+}
+
+AsyncCopies& current_async_copies(const char* what) { return current_thread(what).async; }
+
+unsigned current_lane() { return current_thread("the lane index").linear % lanes_per_warp; }
+unsigned current_warp() { return current_thread("the warp index").linear / lanes_per_warp; }
+unsigned block_threads() { return current_thread("the block size").runner->threads(); }
 
 std::uint64_t shuffle(ShuffleMode mode, unsigned mask, std::uint64_t bits, int operand, int width,
                       const std::source_location& site) {

@@ -97,8 +97,10 @@ T shuffle_value(ShuffleMode mode, unsigned mask, T value, int operand, int width
   return out;
 }
 
-// The current block's dynamic shared memory; set by the scheduler before each block.
+// The current block's dynamic shared memory and its size in bytes; set by the scheduler before
+// each block.
 inline thread_local std::byte* dynamic_shared_memory = nullptr;
+inline thread_local std::size_t dynamic_shared_size = 0;
 
 template <class T>
 T* dynamic_shared() {

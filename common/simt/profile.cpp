@@ -379,8 +379,55 @@ void block_end() {
   recording_block = nullptr;
 }
 
-void record_access(unsigned thread, std::uintptr_t site, std::uintptr_t address, std::uint32_t bytes, Op op) {
-  if (recording_block != nullptr) recording_block->record(thread, site, address, bytes, op);
+namespace {
+
+// The sites of simt's own instructions, which have a source_location instead of a code address:
+// each gets a key with the top bit set (no user-space code address has it), and its file and line.
+struct NamedSites {
+  std::mutex mutex;
+  std::unordered_map<std::uintptr_t, std::pair<std::string, int>> by_key;
+};
+NamedSites& named_sites() {
+  static NamedSites n;
+  return n;
+}
+constexpr std::uintptr_t kNamedSite = std::uintptr_t{1} << (8 * sizeof(std::uintptr_t) - 1);
+
+std::uintptr_t named_site_key(const std::source_location& site) {
+  // Per host thread, a cache of the sites already registered (keyed by file pointer and line).
+  thread_local std::unordered_map<std::uint64_t, std::uintptr_t> cache;
+  const std::uint64_t local =
+      reinterpret_cast<std::uintptr_t>(site.file_name()) * 1000003u ^ (std::uint64_t{site.line()} << 12) ^ site.column();
+  if (auto it = cache.find(local); it != cache.end()) return it->second;
+  NamedSites& n = named_sites();
+  std::scoped_lock lock(n.mutex);
+  std::uintptr_t key = kNamedSite | (static_cast<std::uintptr_t>(local) >> 1);
+  while (true) {
+    auto [it, added] = n.by_key.try_emplace(key, site.file_name(), static_cast<int>(site.line()));
+    if (added || (it->second.first == site.file_name() && it->second.second == static_cast<int>(site.line()))) break;
+    key = kNamedSite | ((key + 1) & ~kNamedSite);  // another site took this key: the next one
+  }
+  cache.emplace(local, key);
+  return key;
+}
+
+}  // namespace
+
+bool named_site(std::uintptr_t key, std::string& file, int& line) {
+  if ((key & kNamedSite) == 0) return false;
+  NamedSites& n = named_sites();
+  std::scoped_lock lock(n.mutex);
+  const auto it = n.by_key.find(key);
+  if (it == n.by_key.end()) return false;
+  file = it->second.first;
+  line = it->second.second;
+  return true;
+}
+
+void record_instruction_access(const std::source_location& site, unsigned thread, const void* address,
+                               std::uint32_t bytes, Op op) {
+  if (recording_block == nullptr) return;
+  recording_block->record(thread, named_site_key(site), reinterpret_cast<std::uintptr_t>(address), bytes, op);
 }
 
 void register_device_memory(const void* data, std::size_t bytes) {
@@ -443,7 +490,21 @@ struct SourceLine {
   int line = 0;
 };
 
+// The path from the repository's top folder, where it is inside it.
+SourceLine trim_path(SourceLine s) {
+  for (const char* top : {"/chapters/", "/common/", "/tests/"}) {
+    const std::size_t at = s.file.rfind(top);
+    if (at != std::string::npos) {
+      s.file = s.file.substr(at + 1);
+      break;
+    }
+  }
+  return s;
+}
+
 SourceLine source_line(std::uintptr_t return_address) {
+  SourceLine named;
+  if (detail::named_site(return_address, named.file, named.line)) return trim_path(named);
 #if SIMT_HAVE_LIBDW
   static std::mutex mutex;
   static Dwfl* dwfl = [] {
@@ -467,16 +528,7 @@ SourceLine source_line(std::uintptr_t return_address) {
   int number = 0;
   const char* file = dwfl_lineinfo(line, nullptr, &number, nullptr, nullptr, nullptr);
   if (file == nullptr) return {};
-  // From the repository's top folder where the path is inside it.
-  std::string path = file;
-  for (const char* top : {"/chapters/", "/common/", "/tests/"}) {
-    const std::size_t at = path.rfind(top);
-    if (at != std::string::npos) {
-      path = path.substr(at + 1);
-      break;
-    }
-  }
-  return {path, number};
+  return trim_path({file, number});
 #else
   (void)return_address;
   return {};

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <source_location>
 #include <string_view>
 
 #include "common/simt/profile.h"
@@ -31,11 +32,13 @@ void warp_sync(unsigned warp);
 void block_sync();
 void block_end();
 
-// One lane's access, for simt's own instructions that move memory (ldmatrix, cp.async): `thread`
-// is the CUDA thread's linear index in its block, `site` names the instruction in the kernel (any
-// address unique to it, such as the return address of the call into simt). The address is
-// classified (global, shared, neither) as a hook would classify it.
-void record_access(unsigned thread, std::uintptr_t site, std::uintptr_t address, std::uint32_t bytes, Op op);
+// One lane's access, for simt's own instructions that move memory (ldmatrix, cp.async; see
+// tensor_core.cpp), made as the hardware makes it: `thread` is the CUDA thread's linear index in
+// its block, `site` the instruction's place in the kernel (its file and line become the site's).
+// The address is classified (global, shared, neither) as a hook would classify it. Does nothing
+// unless this host thread's block is being recorded.
+void record_instruction_access(const std::source_location& site, unsigned thread, const void* address,
+                               std::uint32_t bytes, Op op);
 
 // Device memory (buffer.h): [data, data + bytes) is global memory until unregistered.
 void register_device_memory(const void* data, std::size_t bytes);

@@ -8,6 +8,8 @@
 //   launch.h       simt::launch<Kernel>(grid, block, dynamic_shared_bytes, args...)
 //   buffer.h       simt::DeviceBuffer<T>
 //   schedule.h     CPU-only controls: the order of a block's threads, the number of host threads
+//   tensor_core.h  mma.sync m16n8k16, ldmatrix, cp.async, __syncwarp, simt::bf16 and simt::f16 (for
+//                  both backends: the PTX instructions under nvcc, their emulation on the CPU)
 // and behind them grid.h (blocks on host threads), block.h (the threads of a block as fibers, the
 // barrier, the shuffles) and fiber.h (Boost.Context's fcontext switch).
 //
@@ -26,9 +28,11 @@
 
 #if defined(__CUDACC__)
 #include "common/simt/gpu.h"
+#include "common/simt/tensor_core.h"
 #else
 #include "common/simt/buffer.h"
 #include "common/simt/device_code.h"
 #include "common/simt/launch.h"
 #include "common/simt/schedule.h"
+#include "common/simt/tensor_core.h"
 #endif
