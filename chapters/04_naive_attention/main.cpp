@@ -15,10 +15,12 @@
 
 #include "chapters/03_online_weighted_sum/attention.h"
 #include "chapters/04_naive_attention/naive_attention.h"
+#include "chapters/04_naive_attention/profile_report.h"
 #include "common/attention_cli.h"
 #include "common/compare.h"
 #include "common/demo.h"
 #include "common/npy.h"
+#include "common/profile_cli.h"
 
 namespace {
 
@@ -35,6 +37,8 @@ int main(int argc, char** argv) {
   fa::add_attention_flags(app, cli);
   std::string summary_path;
   app.add_option("--summary", summary_path, "append the check against chapter 03 to this file (the tour's)");
+  fa::ProfileFlags profile;  // --profile, --profile-json: the kernels' memory accesses (common/simt/profile.h)
+  fa::add_profile_flags(app, profile);
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -51,7 +55,10 @@ int main(int argc, char** argv) {
     fmt::print("Q {}, K and V with seq_len {}{}; inputs: {}; device: {}\n\n", q.str(), seq_len_k,
                cli.causal ? ", causal" : "", in.origin, fa::to_string(device));
 
+    fa::begin_profile(profile, device);
     const ch04::Result out = ch04::naive_attention(in.Q, in.K, in.V, {cli.scale, cli.causal}, device);
+    fmt::print("{}", ch04::format_profile_beside_model(fa::end_profile(profile), q.batch * q.heads, q.seq_len,
+                                                       seq_len_k, q.head_dim));
     const double s_megabytes = static_cast<double>(out.S.size()) * sizeof(float) / 1e6;
     fmt::print("S and P: {} floats each ({:.3g} MB), each written to global memory and read back\n",
                out.S.size(), s_megabytes);

@@ -22,11 +22,13 @@
 
 #include "chapters/04_naive_attention/naive_attention.h"
 #include "chapters/05_flash_attention_2/flash_attention_2.h"
+#include "chapters/05_flash_attention_2/profile_report.h"
 #include "chapters/05_flash_attention_2/traffic_table.h"
 #include "common/attention_cli.h"
 #include "common/compare.h"
 #include "common/demo.h"
 #include "common/npy.h"
+#include "common/profile_cli.h"
 
 namespace {
 
@@ -98,6 +100,8 @@ int main(int argc, char** argv) {
   std::string summary_path;
   app.add_option("--summary", summary_path, "append the check against chapter 04 to this file (the tour's)")
       ->excludes("--traffic");
+  fa::ProfileFlags profile;  // --profile, --profile-json: the kernel's memory accesses (common/simt/profile.h)
+  fa::add_profile_flags(app, profile);
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -135,7 +139,11 @@ int main(int argc, char** argv) {
     fmt::print("Q {}, K and V with seq_len {}{}; inputs: {}; device: {}\n\n", in.Q.shape.str(), seq_len_k,
                cli.causal ? ", causal" : "", in.origin, fa::to_string(device));
 
+    fa::begin_profile(profile, device);
     const ch05::Result flash = ch05::flash_attention_2(in.Q, in.K, in.V, {cli.scale, cli.causal, tile}, device);
+    fmt::print("{}", ch05::format_profile_beside_model(fa::end_profile(profile),
+        {static_cast<std::int64_t>(in.Q.shape.batch * in.Q.shape.heads), static_cast<std::int64_t>(in.Q.shape.seq_len),
+         static_cast<std::int64_t>(seq_len_k), static_cast<std::int64_t>(in.Q.shape.head_dim), tile.Br, tile.Bc, cli.causal}));
     const ch04::Result naive = ch04::naive_attention(in.Q, in.K, in.V, {cli.scale, cli.causal}, device);
     fmt::print("time: {:.3f} ms for FlashAttention-2, {:.3f} ms for chapter 04's three kernels ({}; wall "
                "clock of one run, not a benchmark)\n", flash.elapsed_ms, naive.elapsed_ms, fa::to_string(device));
