@@ -17,7 +17,10 @@
 //                                     when docs/benchmarks.md has them
 //   4. worked-example.svg             worked_example_figure(): static;
 //                                     ch03::trace_online_weighted_sum of the worked example
-//   5. write_figures() writes all four into a folder.
+//   5. bank-conflicts.svg             bank_conflicts_figure(): static; the 32 banks of shared memory
+//                                     for one warp at strides 1, 2, 33, 32 and 0, counted by
+//                                     simt::profile::shared_cost (common/simt/profile_count.h)
+//   6. write_figures() writes all five into a folder.
 //
 // Source: the seeds (the worked example; the traffic table, BF16, blocks of 128).
 // Run it: cmake --build build/default --target figures   (rewrites docs/figures/*.svg)
@@ -65,13 +68,16 @@ std::string traffic_figure(const std::optional<MeasuredTraffic>& measured);
 // Figure 4 (worked-example.svg).
 std::string worked_example_figure();
 
+// Figure 5 (bank-conflicts.svg).
+std::string bank_conflicts_figure();
+
 // One figure file: its name in docs/figures/ and its content.
 struct Figure {
   std::string name;
   std::string svg;
 };
 
-// All four figures. benchmarks: the path of docs/benchmarks.md; a missing file means no
+// All five figures. benchmarks: the path of docs/benchmarks.md; a missing file means no
 // measurements. Throws std::invalid_argument when the file holds a measured table that cannot be
 // read (read_measured_traffic's message), std::runtime_error when it exists but cannot be read.
 std::vector<Figure> make_figures(const std::filesystem::path& benchmarks);

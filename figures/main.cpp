@@ -25,7 +25,7 @@ int main(int argc, char** argv) {
   try {
     figures::write_figures(folder, benchmarks);
     for (const char* name : {"online-softmax.svg", "flash-attention-2-tiles.svg", "hbm-traffic.svg",
-                             "worked-example.svg"}) {
+                             "worked-example.svg", "bank-conflicts.svg"}) {
       fmt::print("wrote {}\n", (std::filesystem::path(folder) / name).string());
     }
   } catch (const std::exception& e) {

@@ -136,7 +136,7 @@ TEST_CASE("the committed figures are what the chapters' code draws now", "[figur
   TemporaryFolder folder;
   figures::write_figures(folder.path, source_dir / "docs" / "benchmarks.md");
   for (const char* name : {"online-softmax.svg", "flash-attention-2-tiles.svg", "hbm-traffic.svg",
-                           "worked-example.svg"}) {
+                           "worked-example.svg", "bank-conflicts.svg"}) {
     const std::filesystem::path committed_path = source_dir / "docs" / "figures" / name;
     INFO("figure " << name);
     REQUIRE(std::filesystem::exists(committed_path));
@@ -272,5 +272,15 @@ TEST_CASE("figures 1 and 4 carry the worked example's numbers", "[figures]") {
   for (const char* figure : {"0.1353", "1.1353", "1.2034"}) {
     INFO(figure);
     CHECK(online.find(figure) != std::string::npos);
+  }
+}
+
+TEST_CASE("the bank figure's captions are simt's counts for strides 1, 2, 33, 32 and 0", "[figures]") {
+  const std::string bank = figures::bank_conflicts_figure();
+  for (const char* caption : {"stride 1: 1 wavefront, 0 bank conflicts", "stride 2: 2 wavefronts, 1 bank conflict<",
+                              "stride 33: 1 wavefront, 0 bank conflicts", "stride 32: 32 wavefronts, 31 bank conflicts",
+                              "stride 0: 1 wavefront, 0 bank conflicts"}) {
+    INFO(caption);
+    CHECK(bank.find(caption) != std::string::npos);
   }
 }
