@@ -11,15 +11,11 @@
 # asan preset's -fsanitize=address, whose runtime defines the same hook names, and the tsan preset
 # builds the scheduler in a way the profile does not need to cover. Elsewhere the programs say
 # that profiling is not available in this build.
+# (common/simt/profile.cpp words the reason for the programs.)
 if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND FA_SANITIZE STREQUAL "")
   set(FA_SIMT_PROFILE ON)
-  set(FA_SIMT_PROFILE_REASON "")
-elseif(NOT FA_SANITIZE STREQUAL "")
-  set(FA_SIMT_PROFILE OFF)
-  set(FA_SIMT_PROFILE_REASON "not available in a sanitizer build (FA_SANITIZE=${FA_SANITIZE}); use the default preset")
 else()
   set(FA_SIMT_PROFILE OFF)
-  set(FA_SIMT_PROFILE_REASON "not available with ${CMAKE_CXX_COMPILER_ID}: it needs GCC's outline memory instrumentation")
 endif()
 message(STATUS "simt memory profile (--profile): ${FA_SIMT_PROFILE}")
 

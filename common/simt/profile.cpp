@@ -462,8 +462,14 @@ bool available() { return SIMT_PROFILE_HOOKS != 0; }
 std::string unavailable_reason() {
 #if SIMT_PROFILE_HOOKS
   return "";
+#elif defined(__SANITIZE_ADDRESS__)
+  return "not available in the asan build: GCC's -fsanitize=kernel-address, which the profiled kernels are "
+         "compiled with, does not combine with AddressSanitizer; use the default preset";
+#elif defined(__SANITIZE_THREAD__)
+  return "not available in the tsan build: the profiled kernels are not built there; use the default preset";
 #else
-  return SIMT_PROFILE_UNAVAILABLE_REASON;
+  return "not available in this build: it needs GCC's outline memory instrumentation "
+         "(-fsanitize=kernel-address); build with GCC and the default preset";
 #endif
 }
 
