@@ -41,12 +41,4 @@ std::vector<simt::profile::KernelProfile> end_profile(const ProfileFlags& flags)
   return kernels;
 }
 
-const simt::profile::KernelProfile* find_kernel(const std::vector<simt::profile::KernelProfile>& kernels,
-                                                std::string_view name) {
-  for (const auto& k : kernels) {
-    if (k.kernel.find(name) != std::string::npos) return &k;
-  }
-  return nullptr;
-}
-
 }  // namespace fa

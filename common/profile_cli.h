@@ -10,7 +10,6 @@
 #pragma once
 
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -38,9 +37,5 @@ void begin_profile(const ProfileFlags& flags, Device device);
 // none was wanted); prints the table for --profile, writes the JSON for --profile-json (replaced
 // whole or not at all; std::runtime_error when it cannot be written).
 std::vector<simt::profile::KernelProfile> end_profile(const ProfileFlags& flags);
-
-// The first kernel whose name contains `name`, or nullptr.
-const simt::profile::KernelProfile* find_kernel(const std::vector<simt::profile::KernelProfile>& kernels,
-                                                std::string_view name);
 
 }  // namespace fa

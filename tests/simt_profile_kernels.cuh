@@ -32,9 +32,9 @@ __global__ void load_wide_kernel(const T* in, T* out) {
   out[threadIdx.x] = in[threadIdx.x];
 }
 
+// Fills kSharedWords words of `shared` (one warp), then lane l reads a T at word l * stride.
 template <class T>
-__global__ void shared_static_kernel(T* out, unsigned stride) {
-  __shared__ __align__(16) float shared[kSharedWords];
+__device__ void fill_then_read(float* shared, T* out, unsigned stride) {
   const unsigned lane = threadIdx.x;
   for (unsigned w = lane; w < kSharedWords; w += 32) shared[w] = static_cast<float>(w);
   __syncthreads();
@@ -44,14 +44,15 @@ __global__ void shared_static_kernel(T* out, unsigned stride) {
 }
 
 template <class T>
+__global__ void shared_static_kernel(T* out, unsigned stride) {
+  __shared__ __align__(16) float shared[kSharedWords];
+  fill_then_read(shared, out, stride);
+}
+
+template <class T>
 __global__ void shared_dynamic_kernel(T* out, unsigned stride) {
   SIMT_DYNAMIC_SHARED(float, shared);
-  const unsigned lane = threadIdx.x;
-  for (unsigned w = lane; w < kSharedWords; w += 32) shared[w] = static_cast<float>(w);
-  __syncthreads();
-  T value;
-  std::memcpy(&value, &shared[lane * stride], sizeof(T));
-  out[lane] = value;
+  fill_then_read(shared, out, stride);
 }
 
 __global__ void two_lanes_one_word_kernel(float* out) {

@@ -4,24 +4,12 @@
 
 namespace ch04 {
 
-namespace {
-
-const simt::profile::KernelProfile* find(const std::vector<simt::profile::KernelProfile>& kernels,
-                                         std::string_view name) {
-  for (const auto& k : kernels) {
-    if (k.kernel.find(name) != std::string::npos) return &k;
-  }
-  return nullptr;
-}
-
-}  // namespace
-
 std::string format_profile_beside_model(const std::vector<simt::profile::KernelProfile>& kernels,
                                         std::uint64_t batch_heads, std::uint64_t seq_len_q,
                                         std::uint64_t seq_len_k, std::uint64_t head_dim) {
-  const auto* scores = find(kernels, "scores_kernel");
-  const auto* softmax = find(kernels, "softmax_kernel");
-  const auto* pv = find(kernels, "pv_kernel");
+  const auto* scores = simt::profile::find_kernel(kernels, "scores_kernel");
+  const auto* softmax = simt::profile::find_kernel(kernels, "softmax_kernel");
+  const auto* pv = simt::profile::find_kernel(kernels, "pv_kernel");
   if (scores == nullptr || softmax == nullptr || pv == nullptr) return "";
   const std::uint64_t pass = 4 * batch_heads * seq_len_q * seq_len_k;  // one pass over S or P, float32
   const std::uint64_t v_once = 4 * batch_heads * seq_len_k * head_dim;  // V read once, as the model has it

@@ -6,10 +6,7 @@ namespace ch05 {
 
 std::string format_profile_beside_model(const std::vector<simt::profile::KernelProfile>& kernels,
                                         const KernelCase& c) {
-  const simt::profile::KernelProfile* fa2 = nullptr;
-  for (const auto& k : kernels) {
-    if (k.kernel.find("flash_attention_2_kernel") != std::string::npos) fa2 = &k;
-  }
+  const simt::profile::KernelProfile* fa2 = simt::profile::find_kernel(kernels, "flash_attention_2_kernel");
   if (fa2 == nullptr) return "";
   const bool walkable = c.seq_len_q == c.seq_len_k && !c.causal;
   std::uint64_t model_loads = 0, model_o = 0;

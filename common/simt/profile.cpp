@@ -457,6 +457,13 @@ inline void hook(std::uintptr_t address, std::uint32_t bytes, Op op, void* site)
 
 // ---- The public API --------------------------------------------------------------------------
 
+const KernelProfile* find_kernel(const std::vector<KernelProfile>& kernels, std::string_view name) {
+  for (const KernelProfile& k : kernels) {
+    if (k.kernel.find(name) != std::string::npos) return &k;
+  }
+  return nullptr;
+}
+
 bool available() { return SIMT_PROFILE_HOOKS != 0; }
 
 std::string unavailable_reason() {

@@ -28,6 +28,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace simt::profile {
@@ -76,6 +77,9 @@ struct KernelProfile {
   SharedCounts shared_load, shared_store;
   std::vector<Site> sites;  // every site, the costliest first (sectors, then conflicts)
 };
+
+// The first kernel of `kernels` whose name contains `name`, or nullptr.
+const KernelProfile* find_kernel(const std::vector<KernelProfile>& kernels, std::string_view name);
 
 // True where this build has the hooks (GCC, no sanitizer).
 bool available();
