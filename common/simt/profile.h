@@ -86,8 +86,9 @@ bool available();
 // A sentence saying why profiling is not available in this build ("" where it is).
 std::string unavailable_reason();
 
-// Clears every counter and begins recording. Throws std::logic_error (with unavailable_reason())
-// where profiling is not available, or while a launch is running.
+// Clears every counter and begins recording; a block that is already running when it is called is
+// not recorded (call it between launches). Throws std::logic_error (with unavailable_reason())
+// where profiling is not available.
 void start();
 // Ends recording; the counters stay until the next start().
 void stop();
