@@ -83,6 +83,7 @@ int main(int argc, char** argv) {
           "--stride {} with --bytes {}: an access of {} bytes must start at a multiple of {} bytes, so the "
           "stride must be a multiple of {} words", stride, bytes, bytes, bytes, bytes / 4));
     }
+    fa::begin_profile(profile, fa::Device::cpu);  // says first when this build cannot profile
     fmt::print("One warp, lane l reads {} bytes at shared word l * {}\n", bytes, stride);
     simt::profile::WarpAccess access;
     for (unsigned lane = 0; lane < 32; ++lane) access.set(lane, std::uint64_t{lane} * stride * 4, bytes);
@@ -95,7 +96,6 @@ int main(int argc, char** argv) {
     fmt::print("by the rule: {} wavefront{}, {} bank conflict{}\n", cost.wavefronts, cost.wavefronts == 1 ? "" : "s",
                cost.bank_conflicts, cost.bank_conflicts == 1 ? "" : "s");
 
-    fa::begin_profile(profile, fa::Device::cpu);
     if (bytes == 4) demo::SIMT_BACKEND::run<float>(stride);
     if (bytes == 8) demo::SIMT_BACKEND::run<Vec2>(stride);
     if (bytes == 16) demo::SIMT_BACKEND::run<Vec4>(stride);
