@@ -141,9 +141,7 @@ int main(int argc, char** argv) {
 
     fa::begin_profile(profile, device);
     const ch05::Result flash = ch05::flash_attention_2(in.Q, in.K, in.V, {cli.scale, cli.causal, tile}, device);
-    fmt::print("{}", ch05::format_profile_beside_model(fa::end_profile(profile),
-        {static_cast<std::int64_t>(in.Q.shape.batch * in.Q.shape.heads), static_cast<std::int64_t>(in.Q.shape.seq_len),
-         static_cast<std::int64_t>(seq_len_k), static_cast<std::int64_t>(in.Q.shape.head_dim), tile.Br, tile.Bc, cli.causal}));
+    fmt::print("{}", ch05::format_profile_beside_model(fa::end_profile(profile), in.Q.shape, seq_len_k, tile, cli.causal));
     const ch04::Result naive = ch04::naive_attention(in.Q, in.K, in.V, {cli.scale, cli.causal}, device);
     fmt::print("time: {:.3f} ms for FlashAttention-2, {:.3f} ms for chapter 04's three kernels ({}; wall "
                "clock of one run, not a benchmark)\n", flash.elapsed_ms, naive.elapsed_ms, fa::to_string(device));

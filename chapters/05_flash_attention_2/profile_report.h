@@ -11,8 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "chapters/05_flash_attention_2/backends.h"
 #include "chapters/05_flash_attention_2/traffic_model.h"
 #include "common/simt/profile.h"
+#include "common/tensor.h"
 
 namespace ch05 {
 
@@ -20,5 +22,9 @@ namespace ch05 {
 // string when it is not among them, as when no profile was recorded).
 std::string format_profile_beside_model(const std::vector<simt::profile::KernelProfile>& kernels,
                                         const KernelCase& shape);
+// The same for the demo's problem: Q's shape [batch, heads, seq_len_q, head_dim], the keys'
+// seq_len_k, the tile and the mask.
+std::string format_profile_beside_model(const std::vector<simt::profile::KernelProfile>& kernels,
+                                        const fa::Shape4& q, std::size_t seq_len_k, TileShape tile, bool causal);
 
 }  // namespace ch05
