@@ -121,7 +121,6 @@ class BlockRunner {
   std::uint64_t shuffle(CudaThread& t, ShuffleMode mode, std::uint64_t bits, unsigned source,
                         const std::source_location& site);
   void collective(CudaThread& t, const WarpCollective& op, const std::source_location& site);
-  unsigned threads() const { return threads_; }
   const GridLaunch& launch() const { return *launch_; }
   char* block_done_token() { return &block_done_; }
 
@@ -612,7 +611,6 @@ AsyncCopies& current_async_copies(const char* what) { return current_thread(what
 
 unsigned current_lane() { return current_thread("the lane index").linear % lanes_per_warp; }
 unsigned current_warp() { return current_thread("the warp index").linear / lanes_per_warp; }
-unsigned block_threads() { return current_thread("the block size").runner->threads(); }
 
 std::uint64_t shuffle(ShuffleMode mode, unsigned mask, std::uint64_t bits, int operand, int width,
                       const std::source_location& site) {

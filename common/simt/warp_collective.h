@@ -14,7 +14,8 @@
 //                               empties it before each block and lands what is left when the
 //                               whole block has finished the kernel (land_async_copies,
 //                               tensor_core.cpp).
-//   current_lane(), current_warp(), block_threads()   of the calling CUDA thread.
+//   current_lane(), current_warp()  of the calling CUDA thread.
+//   where(site)                 "dir/file.cuh:42", as every report prints a place.
 //   find_static_shared_memory()  called by the scheduler before each block (tensor_core.cpp).
 #pragma once
 
@@ -71,7 +72,6 @@ std::string where(const std::source_location& site);
 
 unsigned current_lane();  // 0..31 within the warp
 unsigned current_warp();  // warp index within the block
-unsigned block_threads();
 
 }  // namespace detail
 }  // namespace cpu
