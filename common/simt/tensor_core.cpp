@@ -321,7 +321,7 @@ void syncwarp(unsigned mask, const std::source_location& site) {
 // PTX ISA, "cp.async": the copy is "performed asynchronously"; "cp.async.wait_group instruction
 // will cause executing thread to wait till only N or fewer of the most recent cp.async-groups are
 // pending and all the prior cp.async-groups committed by the executing threads are complete."
-// Here a copy is only recorded when issued; it lands when a wait covers its group.
+// Here cp_async_16 only records the copy; it lands when a wait covers its group.
 void cp_async_16(void* shared_dst, const void* global_src, bool valid, const std::source_location& site) {
   AsyncCopies& copies = current_async_copies("cp_async_16");
   check_shared_row("cp_async_16", "shared destination", shared_dst, site);

@@ -43,7 +43,7 @@ struct WarpCollective {
 void warp_collective(const WarpCollective& op, const std::source_location& site);
 
 // One cp.async in flight: 16 bytes from `source` to `destination` (zeros if !valid), in group
-// `group` of its thread (the number of groups the thread had committed when it issued the copy).
+// `group` of its thread (the number of groups the thread had committed when it started the copy).
 struct AsyncCopy {
   std::byte* destination = nullptr;
   const std::byte* source = nullptr;
@@ -52,13 +52,13 @@ struct AsyncCopy {
 };
 
 struct AsyncCopies {
-  std::vector<AsyncCopy> in_flight;  // in issue order
+  std::vector<AsyncCopy> in_flight;  // in the order the thread started them
   std::uint64_t committed = 0;       // groups committed so far by this thread in this block
 };
 
 // Throws std::logic_error naming `what` outside a kernel.
 AsyncCopies& current_async_copies(const char* what);
-// Lands every copy of `copies` in issue order and empties it (tensor_core.cpp).
+// Lands every copy of `copies`, oldest first, and empties it (tensor_core.cpp).
 void land_async_copies(AsyncCopies& copies);
 
 // Finds this host thread's thread-local storage (where static __shared__ arrays live) once, for
