@@ -40,13 +40,16 @@ if(FA_SANITIZE STREQUAL "")
   check_language(CUDA)
   if(CMAKE_CUDA_COMPILER)
     if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
-      # With a GPU present, build for it; without one, build for the oldest architecture that
-      # CUDA 13 accepts (PTX included, so the driver can JIT it for newer GPUs).
+      # With a GPU present, build for it; without one, build for sm_80 (A100), PTX included so
+      # that the driver can JIT it for newer GPUs. sm_80 rather than CUDA 13's oldest, sm_75: the
+      # tensor-core instructions (mma.sync m16n8k16 with bf16, cp.async) start at sm_80, and the
+      # build without a GPU is the one that proves their inline PTX assembles. Built natively for
+      # an older GPU, those instructions trap at run time (common/simt/tensor_core_gpu.h).
       find_program(FA_NVIDIA_SMI nvidia-smi)
       if(FA_NVIDIA_SMI)
         set(CMAKE_CUDA_ARCHITECTURES native)
       else()
-        set(CMAKE_CUDA_ARCHITECTURES 75)
+        set(CMAKE_CUDA_ARCHITECTURES 80)
       endif()
     endif()
     enable_language(CUDA)

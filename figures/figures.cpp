@@ -1,4 +1,4 @@
-// figures/figures.cpp: all five figures, and writing them to a folder (line 5 of figures.h).
+// figures/figures.cpp: all six figures, and writing them to a folder (line 7 of figures.h).
 #include "figures/figures.h"
 
 #include <fstream>
@@ -25,6 +25,7 @@ std::vector<Figure> make_figures(const std::filesystem::path& benchmarks) {
           {"flash-attention-2-tiles.svg", tiles_figure()},
           {"hbm-traffic.svg", traffic_figure(measured)},
           {"worked-example.svg", worked_example_figure()},
+          {"mma-fragments.svg", mma_fragments_figure()},
           {"bank-conflicts.svg", bank_conflicts_figure()}};
 }
 

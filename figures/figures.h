@@ -17,16 +17,20 @@
 //                                     when docs/benchmarks.md has them
 //   4. worked-example.svg             worked_example_figure(): static;
 //                                     ch03::trace_online_weighted_sum of the worked example
-//   5. bank-conflicts.svg             bank_conflicts_figure(): static; the 32 banks of shared memory
+//   5. mma-fragments.svg             mma_fragments_figure(): static; the A, B and C/D fragments of
+//                                     mma.m16n8k16 and ldmatrix .x4's row addresses, read off
+//                                     common/simt's CPU emulation (mma_fragment_map)
+//   6. bank-conflicts.svg             bank_conflicts_figure(): static; the 32 banks of shared memory
 //                                     for one warp at strides 1, 2, 33, 32 and 0, counted by
 //                                     simt::profile::shared_cost (common/simt/profile_count.h)
-//   6. write_figures() writes all five into a folder.
+//   7. write_figures() writes all six into a folder.
 //
 // Source: the seeds (the worked example; the traffic table, BF16, blocks of 128).
 // Run it: cmake --build build/default --target figures   (rewrites docs/figures/*.svg)
 //         or build/default/bin/make_figures <folder> [--benchmarks docs/benchmarks.md]
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -54,7 +58,7 @@ inline constexpr std::uint64_t random_row_seed = 39;
 inline constexpr double random_row_stddev = 1.5;
 std::vector<double> random_row();
 
-// Figure 1 (online-softmax.svg). The four figure functions throw nothing for their built-in
+// Figure 1 (online-softmax.svg). The figure functions throw nothing for their built-in
 // inputs (std::logic_error from svg.h would mean a mistake in the figure's own code).
 std::string online_softmax_figure();
 
@@ -68,7 +72,27 @@ std::string traffic_figure(const std::optional<MeasuredTraffic>& measured);
 // Figure 4 (worked-example.svg).
 std::string worked_example_figure();
 
-// Figure 5 (bank-conflicts.svg).
+// Which lane holds each element of the mma.m16n8k16 fragments, and as which element of the PTX
+// ISA's figures (a0..a7, b0..b3, c0..c3; element e sits in register e / 2, bits 0-15 for even e).
+// A[row][col] (16x16), B[k][n] (16x8), C[row][col] (16x8, also D's layout).
+struct MmaFragmentMap {
+  struct Holder {
+    unsigned lane, element;
+  };
+  std::array<std::array<Holder, 16>, 16> A;
+  std::array<std::array<Holder, 8>, 16> B;
+  std::array<std::array<Holder, 8>, 16> C;
+};
+
+// Runs one warp of common/simt's emulation (ldmatrix, then mma) and reads the map off its
+// registers (figures/mma_fragments_figure.cpp). Throws what simt::launch throws (never, for this
+// fixed kernel, unless the emulation is broken).
+MmaFragmentMap mma_fragment_map();
+
+// Figure 5 (mma-fragments.svg).
+std::string mma_fragments_figure();
+
+// Figure 6 (bank-conflicts.svg).
 std::string bank_conflicts_figure();
 
 // One figure file: its name in docs/figures/ and its content.
@@ -77,7 +101,7 @@ struct Figure {
   std::string svg;
 };
 
-// All five figures. benchmarks: the path of docs/benchmarks.md; a missing file means no
+// All six figures. benchmarks: the path of docs/benchmarks.md; a missing file means no
 // measurements. Throws std::invalid_argument when the file holds a measured table that cannot be
 // read (read_measured_traffic's message), std::runtime_error when it exists but cannot be read.
 std::vector<Figure> make_figures(const std::filesystem::path& benchmarks);

@@ -136,7 +136,7 @@ TEST_CASE("the committed figures are what the chapters' code draws now", "[figur
   TemporaryFolder folder;
   figures::write_figures(folder.path, source_dir / "docs" / "benchmarks.md");
   for (const char* name : {"online-softmax.svg", "flash-attention-2-tiles.svg", "hbm-traffic.svg",
-                           "worked-example.svg", "bank-conflicts.svg"}) {
+                           "worked-example.svg", "mma-fragments.svg", "bank-conflicts.svg"}) {
     const std::filesystem::path committed_path = source_dir / "docs" / "figures" / name;
     INFO("figure " << name);
     REQUIRE(std::filesystem::exists(committed_path));
@@ -273,6 +273,31 @@ TEST_CASE("figures 1 and 4 carry the worked example's numbers", "[figures]") {
     INFO(figure);
     CHECK(online.find(figure) != std::string::npos);
   }
+}
+
+TEST_CASE("figure 5's fragment map, read off the emulation, is the PTX ISA's", "[figures]") {
+  // PTX ISA, "Matrix Fragments for mma.m16n8k16 with floating point type", with groupID = lane / 4
+  // and threadID_in_group = lane % 4; element e of a lane in register e / 2.
+  const figures::MmaFragmentMap map = figures::mma_fragment_map();
+  for (unsigned lane = 0; lane < 32; ++lane) {
+    const unsigned group = lane / 4, t = lane % 4;
+    for (unsigned e = 0; e < 8; ++e) {
+      const unsigned row = (e < 2 || (e >= 4 && e < 6)) ? group : group + 8;
+      const unsigned col = t * 2 + (e & 1) + (e >= 4 ? 8 : 0);
+      INFO("lane " << lane << ", a" << e);
+      CHECK((map.A[row][col].lane == lane && map.A[row][col].element == e));
+    }
+    for (unsigned e = 0; e < 4; ++e) {
+      const unsigned k = t * 2 + (e & 1) + (e >= 2 ? 8 : 0);
+      INFO("lane " << lane << ", b" << e << ", c" << e);
+      CHECK((map.B[k][group].lane == lane && map.B[k][group].element == e));
+      const unsigned row = e < 2 ? group : group + 8;
+      CHECK((map.C[row][t * 2 + (e & 1)].lane == lane && map.C[row][t * 2 + (e & 1)].element == e));
+    }
+  }
+  const std::string svg = figures::mma_fragments_figure();
+  CHECK(svg.find("Lane 0 holds a0..a7 = A[0][0], A[0][1], A[8][0], A[8][1], A[0][8], A[0][9], A[8][8], A[8][9].") !=
+        std::string::npos);
 }
 
 TEST_CASE("the bank figure's captions are simt's counts for strides 1, 2, 33, 32 and 0", "[figures]") {

@@ -97,6 +97,25 @@ inline std::uint16_t f16_of_small_integer(float v) {
   return static_cast<std::uint16_t>(sign | ((15 + e) << 10) | fraction);
 }
 
+// A problem as a kernel finds it in memory: A (16x16) and B ([k][n], 16x8) as 2-byte bits, C
+// (16x8) as floats, all row-major.
+struct RowMajorProblem {
+  std::vector<std::uint16_t> A, B;
+  std::vector<float> C;
+};
+inline RowMajorProblem row_major(const MmaProblem& p, bool bf16) {
+  const auto encode = [&](float v) { return bf16 ? bf16_of_small_integer(v) : f16_of_small_integer(v); };
+  RowMajorProblem m{std::vector<std::uint16_t>(16 * 16), std::vector<std::uint16_t>(16 * 8), std::vector<float>(16 * 8)};
+  for (unsigned r = 0; r < 16; ++r) {
+    for (unsigned k = 0; k < 16; ++k) m.A[r * 16 + k] = encode(p.A[r][k]);
+    for (unsigned n = 0; n < 8; ++n) m.C[r * 8 + n] = p.C[r][n];
+  }
+  for (unsigned k = 0; k < 16; ++k) {
+    for (unsigned n = 0; n < 8; ++n) m.B[k * 8 + n] = encode(p.B[k][n]);
+  }
+  return m;
+}
+
 // The registers of every lane for `warps` problems, in the figures' layout.
 struct MmaFragments {
   std::vector<std::uint32_t> a, b;

@@ -10,46 +10,15 @@
 #include "catch.h"
 #include "simt_tensor_core_kernels.cuh"
 #include "simt_tensor_core_tables.h"
+#include "simt_test_support.h"
 
 namespace {
 
 using namespace simt_tensor_test;
-
-struct ControlsGuard {
-  ControlsGuard() = default;
-  ControlsGuard(const ControlsGuard&) = delete;
-  ControlsGuard& operator=(const ControlsGuard&) = delete;
-  ~ControlsGuard() {
-    simt::reset_schedule();
-    simt::reset_host_threads();
-  }
-};
-
-struct NamedSchedule {
-  simt::Schedule schedule;
-  std::uint64_t seed;
-};
-const std::vector<NamedSchedule> all_schedules = {{simt::Schedule::in_order, 0},
-                                                  {simt::Schedule::reverse, 0},
-                                                  {simt::Schedule::random, 1},
-                                                  {simt::Schedule::random, 2},
-                                                  {simt::Schedule::random, 3}};
-std::string name(const NamedSchedule& s) {
-  return std::string(simt::to_string(s.schedule)) + ":" + std::to_string(s.seed);
-}
-
-template <class F>
-std::string runtime_error_of(F&& launch) {
-  try {
-    launch();
-  } catch (const std::runtime_error& e) {
-    return e.what();
-  }
-  FAIL("the launch did not throw std::runtime_error");
-  return {};
-}
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using simt_test::all_schedules;
+using simt_test::contains;
+using simt_test::ControlsGuard;
+using simt_test::runtime_error_of;
 
 std::vector<std::uint32_t> words(std::size_t n, std::uint32_t first) {
   std::vector<std::uint32_t> w(n);
@@ -98,21 +67,11 @@ TEST_CASE("mma through ldmatrix, as a FlashAttention-2 kernel loads its operands
   ControlsGuard guard;
   const bool bf16 = GENERATE(true, false);
   const MmaProblem p = mma_problem(5);
-  std::vector<std::uint16_t> A(16 * 16), B(16 * 8);
-  std::vector<float> C(16 * 8);
-  for (unsigned r = 0; r < 16; ++r) {
-    for (unsigned k = 0; k < 16; ++k) A[r * 16 + k] = bf16 ? bf16_of_small_integer(p.A[r][k]) : f16_of_small_integer(p.A[r][k]);
-  }
-  for (unsigned k = 0; k < 16; ++k) {
-    for (unsigned n = 0; n < 8; ++n) B[k * 8 + n] = bf16 ? bf16_of_small_integer(p.B[k][n]) : f16_of_small_integer(p.B[k][n]);
-  }
-  for (unsigned r = 0; r < 16; ++r) {
-    for (unsigned n = 0; n < 8; ++n) C[r * 8 + n] = p.C[r][n];
-  }
+  const RowMajorProblem m = row_major(p, bf16);
   const auto D = p.D();
   for (const auto& s : all_schedules) {
     simt::set_schedule(s.schedule, s.seed);
-    const auto d = cpu::mma_through_ldmatrix(bf16, A, B, C);
+    const auto d = cpu::mma_through_ldmatrix(bf16, m.A, m.B, m.C);
     for (unsigned r = 0; r < 16; ++r) {
       for (unsigned n = 0; n < 8; ++n) {
         INFO((bf16 ? "bf16" : "f16") << ", D[" << r << "][" << n << "], schedule " << name(s));
@@ -251,9 +210,8 @@ TEST_CASE("cp_async_wait_group<1> completes all groups but the newest", "[simt]"
   }
 }
 
-// Under ThreadSanitizer this kernel's race (the copy lands at the end of the issuing thread, the
-// neighbour read it without synchronisation) is reported and fails the run, so it is left out.
-#if !defined(__SANITIZE_THREAD__)
+// On a GPU this kernel races; on the CPU the copies are still in flight at the read, under every
+// schedule and under ThreadSanitizer too (they land when the block ends, after every read).
 TEST_CASE("a __syncthreads() without cp_async_wait_group reads the old contents", "[simt]") {
   ControlsGuard guard;
   const unsigned threads = 64;
@@ -264,7 +222,6 @@ TEST_CASE("a __syncthreads() without cp_async_wait_group reads the old contents"
     for (std::uint32_t w : cpu::async_copy_barrier_only(src, threads)) CHECK(w == 0xffffffffu);
   }
 }
-#endif
 
 TEST_CASE("mma called at two places by the two halves of a warp is reported with each lane's place", "[simt]") {
   ControlsGuard guard;
@@ -340,12 +297,12 @@ TEST_CASE("ldmatrix x4 and x4.trans called by the two halves of a warp is report
   CHECK(contains(message, "lanes 16-31 at ldmatrix_x4_trans ("));
 }
 
-TEST_CASE("cp_async_16 with a destination outside shared memory or misaligned addresses is reported", "[simt]") {
+TEST_CASE("cp_async_16 with a destination outside shared memory, past its end, or misaligned is reported", "[simt]") {
   ControlsGuard guard;
   simt::DeviceBuffer<std::uint32_t> global(32 * 4 + 4), src(32 * 4 + 4);
   const auto launch = [&](int mode) {
     return runtime_error_of([&] {
-      simt::launch<cpu::cp_async_bad_kernel>(dim3(1), dim3(32), 0, global.data(), src.data(), mode);
+      simt::launch<cpu::cp_async_bad_kernel>(dim3(1), dim3(32), mode == 3 ? 24 : 0, global.data(), src.data(), mode);
     });
   };
   const auto not_shared = launch(0);
@@ -361,6 +318,10 @@ TEST_CASE("cp_async_16 with a destination outside shared memory or misaligned ad
   INFO(destination);
   CHECK(contains(destination, "gives shared destination 0x"));
   CHECK(contains(destination, "which is not 16-byte aligned"));
+  const auto past_the_end = launch(3);
+  INFO(past_the_end);
+  CHECK(contains(past_the_end, "which is not 16 bytes of this block's shared memory"));
+  CHECK(contains(past_the_end, " + 24 bytes"));
 }
 
 TEST_CASE("__syncwarp with a partial mask is an error on the CPU", "[simt]") {
@@ -378,4 +339,19 @@ TEST_CASE("the tensor-core instructions outside a kernel are errors", "[simt]") 
   CHECK_THROWS_AS(simt::ldmatrix_x4(r, a), std::logic_error);
   CHECK_THROWS_AS(simt::cp_async_commit_group(), std::logic_error);
   CHECK_THROWS_AS(__syncwarp(), std::logic_error);
+}
+
+TEST_CASE("CUDA's conversion intrinsics round as simt::bf16 and simt::f16 do", "[simt]") {
+  for (const auto& c : rounding_cases) {
+    const float x = std::bit_cast<float>(c.float_bits);
+    INFO(c.what);
+    if (c.bf16 != nan16) {
+      CHECK(__bfloat162float(__float2bfloat16(x)) == bf16_value(c.bf16));
+      CHECK(__bfloat162float(__float2bfloat16_rn(x)) == bf16_value(c.bf16));
+    }
+    if (c.f16 != nan16) {
+      CHECK(__half2float(__float2half(x)) == f16_value(c.f16));
+      CHECK(__half2float(__float2half_rn(x)) == f16_value(c.f16));
+    }
+  }
 }

@@ -15,55 +15,20 @@
 #include "common/random.h"
 #include "simt_references.h"
 #include "simt_test_kernels.cuh"
+#include "simt_test_support.h"
 
 namespace {
 
 using simt::Schedule;
+using simt_test::all_schedules;
 using simt_test::butterfly_sums;
+using simt_test::contains;
+using simt_test::ControlsGuard;
+using simt_test::runtime_error_of;
 using simt_test::same_bits;
 using simt_test::tree_sums;
 
-// Restores the schedule and the host thread count (to the environment's) when a test ends.
-struct ControlsGuard {
-  ControlsGuard() = default;
-  ControlsGuard(const ControlsGuard&) = delete;
-  ControlsGuard& operator=(const ControlsGuard&) = delete;
-  ~ControlsGuard() {
-    simt::reset_schedule();
-    simt::reset_host_threads();
-  }
-};
-
-// Every schedule a test runs under: both fixed orders and three random ones.
-struct NamedSchedule {
-  Schedule schedule;
-  std::uint64_t seed;
-};
-const std::vector<NamedSchedule> all_schedules = {
-    {Schedule::in_order, 0}, {Schedule::reverse, 0}, {Schedule::random, 1},
-    {Schedule::random, 2},   {Schedule::random, 3}};
-
-std::string name(const NamedSchedule& s) {
-  return std::string(simt::to_string(s.schedule)) + ":" + std::to_string(s.seed);
-}
-
 std::vector<float> random_floats(std::size_t n, std::uint64_t seed) { return fa::normal<float>(n, seed); }
-
-// Runs `launch` and returns the message of the std::runtime_error it must throw.
-template <class F>
-std::string runtime_error_of(F&& launch) {
-  try {
-    launch();
-  } catch (const std::runtime_error& e) {
-    return e.what();
-  }
-  FAIL("the launch did not throw std::runtime_error");
-  return {};
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 
 }  // namespace
 

@@ -89,15 +89,6 @@ struct Warp {
 
 thread_local CudaThread* current = nullptr;  // the CUDA thread running on this host thread
 
-// "dir/file.cuh:42": the last two parts of the path are enough to find the line.
-std::string where(const std::source_location& site) {
-  const std::string_view path = site.file_name();
-  std::size_t cut = path.rfind('/');
-  if (cut != std::string_view::npos && cut > 0) cut = path.rfind('/', cut - 1);
-  const std::string_view shown = cut == std::string_view::npos ? path : path.substr(cut + 1);
-  return std::string(shown) + ":" + std::to_string(site.line());
-}
-
 bool same_site(const std::source_location& a, const std::source_location& b) {
   return a.line() == b.line() && a.column() == b.column() &&
          (a.file_name() == b.file_name() || std::strcmp(a.file_name(), b.file_name()) == 0);
@@ -131,7 +122,6 @@ class BlockRunner {
   std::uint64_t shuffle(CudaThread& t, ShuffleMode mode, std::uint64_t bits, unsigned source,
                         const std::source_location& site);
   void collective(CudaThread& t, const WarpCollective& op, const std::source_location& site);
-  unsigned threads() const { return threads_; }
   const GridLaunch& launch() const { return *launch_; }
   char* block_done_token() { return &block_done_; }
 
@@ -203,6 +193,7 @@ void BlockRunner::prepare(const GridLaunch& launch, uint3 block_idx) {
     profile::detail::block_begin(launch.kernel_name, block_linear_ == 0, shared_.get(), shared_bytes_, threads_);
   }
   dynamic_shared_size = shared_bytes_;
+  find_static_shared_memory();  // for the tensor-core instructions' address checks
 
   for (unsigned i = 0; i < threads_; ++i) {  // line 1: every thread is ready
     CudaThread& t = *pool_[i];
@@ -543,11 +534,13 @@ void BlockRunner::collective(CudaThread& t, const WarpCollective& op, const std:
     SIMT_TSAN_ACQUIRE(token);
     return;
   }
-  // The last lane: all 32 wait at a collective. The same one?
+  // The last lane: all 32 wait at a collective. The same one? (Gather the operands on the way.)
   const unsigned first = warp_index * lanes_per_warp;
+  void* operands[lanes_per_warp];
   bool same = true;
   for (unsigned lane = 0; lane < lanes_per_warp && same; ++lane) {
     const CudaThread& other = *pool_[first + lane];
+    operands[lane] = other.collective->operands;
     if (&other == &t) continue;
     same = other.collective->name == op.name && same_site(other.site, site);
   }
@@ -561,14 +554,7 @@ void BlockRunner::collective(CudaThread& t, const WarpCollective& op, const std:
     throw Cancelled{};
   }
   SIMT_TSAN_ACQUIRE(token);
-  if (op.complete != nullptr) {
-    void* operands[lanes_per_warp];
-    for (unsigned lane = 0; lane < lanes_per_warp; ++lane) {
-      const CudaThread& other = *pool_[first + lane];
-      operands[lane] = &other == &t ? op.operands : other.collective->operands;
-    }
-    op.complete(operands);
-  }
+  if (op.complete != nullptr) op.complete(operands);
   SIMT_TSAN_RELEASE(token);
   ++w.collectives;
   w.at_collective = 0;
@@ -606,6 +592,15 @@ CudaThread& current_thread(const char* what) {
 
 }  // namespace
 
+// "dir/file.cuh:42": the last two parts of the path are enough to find the line.
+std::string where(const std::source_location& site) {
+  const std::string_view path = site.file_name();
+  std::size_t cut = path.rfind('/');
+  if (cut != std::string_view::npos && cut > 0) cut = path.rfind('/', cut - 1);
+  const std::string_view shown = cut == std::string_view::npos ? path : path.substr(cut + 1);
+  return std::string(shown) + ":" + std::to_string(site.line());
+}
+
 void run_block(const GridLaunch& launch, uint3 block_idx) { this_thread_runner.run(launch, block_idx); }
 
 bool in_kernel() { return current != nullptr; }
@@ -624,7 +619,6 @@ AsyncCopies& current_async_copies(const char* what) { return current_thread(what
 
 unsigned current_lane() { return current_thread("the lane index").linear % lanes_per_warp; }
 unsigned current_warp() { return current_thread("the warp index").linear / lanes_per_warp; }
-unsigned block_threads() { return current_thread("the block size").runner->threads(); }
 
 std::uint64_t shuffle(ShuffleMode mode, unsigned mask, std::uint64_t bits, int operand, int width,
                       const std::source_location& site) {

@@ -35,15 +35,6 @@ namespace {
 constexpr unsigned lanes = 32;
 constexpr std::size_t row_bytes = 16;  // one ldmatrix row and one cp.async: 8 b16 elements
 
-// "dir/file.cuh:42", as block.cpp prints places.
-std::string where(const std::source_location& site) {
-  const std::string_view path = site.file_name();
-  std::size_t cut = path.rfind('/');
-  if (cut != std::string_view::npos && cut > 0) cut = path.rfind('/', cut - 1);
-  const std::string_view shown = cut == std::string_view::npos ? path : path.substr(cut + 1);
-  return std::string(shown) + ":" + std::to_string(site.line());
-}
-
 std::string hex(const void* address) {
   char text[2 + 16 + 1];
   std::snprintf(text, sizeof text, "%#llx",
@@ -176,7 +167,9 @@ void complete_mma(void* const* lane_operands) {
   for (unsigned lane = 0; lane < lanes; ++lane) {
     const auto& o = *static_cast<const MmaOperands*>(lane_operands[lane]);
     const unsigned groupID = lane >> 2, threadID_in_group = lane % 4;
-    // A: "a0, a1, ..., a7" in four .f16x2/.bf16x2 registers, ai in register i / 2.
+    // A: "a0, a1, ..., a7" in four .f16x2/.bf16x2 registers, ai in register i / 2. (The loops over
+    // i are unrolled, so that the conditions below fold into constants.)
+#pragma GCC unroll 8
     for (unsigned i = 0; i < 8; ++i) {
       // "row = groupID for ai where 0 <= i < 2 || 4 <= i < 6; groupID + 8 otherwise"
       const unsigned row = (i < 2 || (4 <= i && i < 6)) ? groupID : groupID + 8;
@@ -186,6 +179,7 @@ void complete_mma(void* const* lane_operands) {
       A[row][col] = to_float<input>(half_of(o.a[i / 2], i));
     }
     // B: "b0, b1, b2, b3" in two registers.
+#pragma GCC unroll 4
     for (unsigned i = 0; i < 4; ++i) {
       // "row = (threadID_in_group * 2) + (i & 0x1) for bi where i < 2;
       //        (threadID_in_group * 2) + (i & 0x1) + 8 for bi where i >= 2"
@@ -194,6 +188,7 @@ void complete_mma(void* const* lane_operands) {
       B[row][col] = to_float<input>(half_of(o.b[i / 2], i));
     }
     // C (and D): "c0, c1, c2, c3", one float each.
+#pragma GCC unroll 4
     for (unsigned i = 0; i < 4; ++i) {
       // "row = groupID for ci where i < 2; groupID + 8 for ci where i >= 2"
       const unsigned row = i < 2 ? groupID : groupID + 8;
@@ -201,17 +196,38 @@ void complete_mma(void* const* lane_operands) {
       C[row][col] = o.c[i];
     }
   }
+  // Four rows of D at a time, each row in two vectors of four floats (a GCC/Clang vector extension:
+  // the eight accumulators stay in registers while k runs, and are eight independent chains of
+  // additions). Element by element this is the scalar sum above, in the same order.
+  using float4 = float __attribute__((vector_size(16)));
   float D[16][8];
-  for (unsigned i = 0; i < 16; ++i) {
-    for (unsigned j = 0; j < 8; ++j) D[i][j] = C[i][j];
+  for (unsigned i = 0; i < 16; i += 4) {
+    float4 acc[4][2];  // acc[r][h] = D[i + r][4h .. 4h + 3]
+    for (unsigned r = 0; r < 4; ++r) {
+      std::memcpy(&acc[r][0], &C[i + r][0], sizeof(float4));
+      std::memcpy(&acc[r][1], &C[i + r][4], sizeof(float4));
+    }
     for (unsigned k = 0; k < 16; ++k) {
-      for (unsigned j = 0; j < 8; ++j) D[i][j] += A[i][k] * B[k][j];
+      float4 b[2];
+      std::memcpy(&b[0], &B[k][0], sizeof(float4));
+      std::memcpy(&b[1], &B[k][4], sizeof(float4));
+#pragma GCC unroll 4
+      for (unsigned r = 0; r < 4; ++r) {
+        const float a = A[i + r][k];
+        acc[r][0] += a * b[0];
+        acc[r][1] += a * b[1];
+      }
+    }
+    for (unsigned r = 0; r < 4; ++r) {
+      std::memcpy(&D[i + r][0], &acc[r][0], sizeof(float4));
+      std::memcpy(&D[i + r][4], &acc[r][1], sizeof(float4));
     }
   }
   // Every lane's c was read above, so d may be the same array as c.
   for (unsigned lane = 0; lane < lanes; ++lane) {
     const auto& o = *static_cast<const MmaOperands*>(lane_operands[lane]);
     const unsigned groupID = lane >> 2, threadID_in_group = lane % 4;
+#pragma GCC unroll 4
     for (unsigned i = 0; i < 4; ++i) {
       o.d[i] = D[i < 2 ? groupID : groupID + 8][threadID_in_group * 2 + (i & 0x1)];
     }
@@ -262,6 +278,8 @@ constexpr const char* ldmatrix_names[2][3] = {{"ldmatrix_x1", "ldmatrix_x2", "ld
 
 }  // namespace
 
+void find_static_shared_memory() { (void)thread_local_ranges(); }
+
 void mma_m16n8k16(MmaInput input, float* d, const std::uint32_t* a, const std::uint32_t* b,
                   const float* c, const std::source_location& site) {
   MmaOperands operands{d, a, b, c};
@@ -309,7 +327,7 @@ void syncwarp(unsigned mask, const std::source_location& site) {
 // PTX ISA, "cp.async": the copy is "performed asynchronously"; "cp.async.wait_group instruction
 // will cause executing thread to wait till only N or fewer of the most recent cp.async-groups are
 // pending and all the prior cp.async-groups committed by the executing threads are complete."
-// Here a copy is only recorded when issued; it lands when a wait covers its group.
+// Here cp_async_16 only records the copy; it lands when a wait covers its group.
 void cp_async_16(void* shared_dst, const void* global_src, bool valid, const std::source_location& site) {
   AsyncCopies& copies = current_async_copies("cp_async_16");
   check_shared_row("cp_async_16", "shared destination", shared_dst, site);

@@ -23,32 +23,27 @@
 namespace simt {
 inline namespace gpu {
 
+// The body of mma_m16n8k16_{bf16,f16}: one instruction, TYPE the input type. The string must be a
+// literal, hence a macro rather than a template.
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+#define SIMT_MMA_M16N8K16(TYPE)                                                                  \
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." TYPE "." TYPE ".f32 "                    \
+               "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\n"          \
+               : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])                                  \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]),    \
+                 "f"(c[1]), "f"(c[2]), "f"(c[3]))
+#else
+#define SIMT_MMA_M16N8K16(TYPE) SIMT_SM80_OR_TRAP()
+#endif
+
 __device__ __forceinline__ void mma_m16n8k16_bf16(float (&d)[4], const std::uint32_t (&a)[4],
                                                   const std::uint32_t (&b)[2], const float (&c)[4]) {
-#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\n"
-      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]),
-        "f"(c[2]), "f"(c[3]));
-#else
-  SIMT_SM80_OR_TRAP();
-#endif
+  SIMT_MMA_M16N8K16("bf16");
 }
 
 __device__ __forceinline__ void mma_m16n8k16_f16(float (&d)[4], const std::uint32_t (&a)[4],
                                                  const std::uint32_t (&b)[2], const float (&c)[4]) {
-#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\n"
-      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]),
-        "f"(c[2]), "f"(c[3]));
-#else
-  SIMT_SM80_OR_TRAP();
-#endif
+  SIMT_MMA_M16N8K16("f16");
 }
 
 __device__ __forceinline__ std::uint32_t shared_address(const void* pointer) {
@@ -117,4 +112,5 @@ __device__ __forceinline__ void cp_async_wait_group() {
 }  // namespace gpu
 }  // namespace simt
 
+#undef SIMT_MMA_M16N8K16
 #undef SIMT_SM80_OR_TRAP
