@@ -1,4 +1,4 @@
-// figures/figures.cpp: all five figures, and writing them to a folder (line 6 of figures.h).
+// figures/figures.cpp: all six figures, and writing them to a folder (line 7 of figures.h).
 #include "figures/figures.h"
 
 #include <fstream>
@@ -36,7 +36,8 @@ std::vector<Figure> make_figures(const std::filesystem::path& benchmarks,
           {"hbm-traffic.svg", traffic_figure(measured)},
           {"worked-example.svg", worked_example_figure()},
           {"softmax-bench.svg", softmax_bench_figure(softmax_bench)},
-          {"mma-fragments.svg", mma_fragments_figure()}};
+          {"mma-fragments.svg", mma_fragments_figure()},
+          {"bank-conflicts.svg", bank_conflicts_figure()}};
 }
 
 void write_figures(const std::filesystem::path& folder, const std::filesystem::path& benchmarks,

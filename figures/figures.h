@@ -19,10 +19,13 @@
 //                                     ch03::trace_online_weighted_sum of the worked example
 //   5. softmax-bench.svg              softmax_bench_figure(): static; chapter 02's benchmark,
 //                                     safe / online time per row size, from docs/benchmarks-cpu.md
-//   6. mma-fragments.svg             mma_fragments_figure(): static; the A, B and C/D fragments of
+//   6. mma-fragments.svg              mma_fragments_figure(): static; the A, B and C/D fragments of
 //                                     mma.m16n8k16 and ldmatrix .x4's row addresses, read off
 //                                     common/simt's CPU emulation (mma_fragment_map)
-//   7. write_figures() writes all six into a folder.
+//   7. bank-conflicts.svg             bank_conflicts_figure(): static; the 32 banks of shared memory
+//                                     for one warp at strides 1, 2, 33, 32 and 0, counted by
+//                                     simt::profile::shared_cost (common/simt/profile_count.h)
+//   8. write_figures() writes all seven into a folder.
 //
 // Source: the book's own figures, computed by its code: the worked example (chapter 03) and the
 // traffic table (chapter 05's --traffic: one head, forward pass, BF16, blocks of 128).
@@ -98,13 +101,16 @@ MmaFragmentMap mma_fragment_map();
 // Figure 6 (mma-fragments.svg).
 std::string mma_fragments_figure();
 
+// Figure 7 (bank-conflicts.svg).
+std::string bank_conflicts_figure();
+
 // One figure file: its name in docs/figures/ and its content.
 struct Figure {
   std::string name;
   std::string svg;
 };
 
-// All six figures. benchmarks, cpu_benchmarks: the paths of docs/benchmarks.md and
+// All seven figures. benchmarks, cpu_benchmarks: the paths of docs/benchmarks.md and
 // docs/benchmarks-cpu.md; a missing file means no measurements. Throws std::invalid_argument when
 // a file holds a measured table that cannot be read (the reader's message), std::runtime_error
 // when a file exists but cannot be read.

@@ -151,7 +151,7 @@ TEST_CASE("the committed figures are what the chapters' code draws now", "[figur
                          source_dir / "docs" / "benchmarks-cpu.md");
   for (const char* name : {"online-softmax.svg", "flash-attention-2-tiles.svg", "hbm-traffic.svg",
                            "worked-example.svg", "softmax-bench.svg",
-                           "mma-fragments.svg"}) {
+                           "mma-fragments.svg", "bank-conflicts.svg"}) {
     const std::filesystem::path committed_path = source_dir / "docs" / "figures" / name;
     INFO("figure " << name);
     REQUIRE(std::filesystem::exists(committed_path));
@@ -403,4 +403,14 @@ TEST_CASE("figure 6's fragment map, read off the emulation, is the PTX ISA's", "
   const std::string svg = figures::mma_fragments_figure();
   CHECK(svg.find("Lane 0 holds a0..a7 = A[0][0], A[0][1], A[8][0], A[8][1], A[0][8], A[0][9], A[8][8], A[8][9].") !=
         std::string::npos);
+}
+
+TEST_CASE("the bank figure's captions are simt's counts for strides 1, 2, 33, 32 and 0", "[figures]") {
+  const std::string bank = figures::bank_conflicts_figure();
+  for (const char* caption : {"stride 1: 1 wavefront, 0 bank conflicts", "stride 2: 2 wavefronts, 1 bank conflict<",
+                              "stride 33: 1 wavefront, 0 bank conflicts", "stride 32: 32 wavefronts, 31 bank conflicts",
+                              "stride 0: 1 wavefront, 0 bank conflicts"}) {
+    INFO(caption);
+    CHECK(bank.find(caption) != std::string::npos);
+  }
 }

@@ -222,10 +222,13 @@ __global__ void ldmatrix_mixed_kernel(std::uint32_t* out) {
   out[threadIdx.x] = r[0];
 }
 
-// cp.async from `src` into `dst` (one of them wrong: see the test).
+// cp.async with one thing wrong, by mode: 0 a destination in global memory, 1 a source 4 bytes
+// past a 16-byte boundary, 2 the same for the destination, 3 a destination 8 bytes before the end
+// of dynamic shared memory (launched with 24 bytes of it: the 16 bytes do not fit).
 __global__ void cp_async_bad_kernel(std::uint32_t* dst_global, const std::uint32_t* src, int mode) {
   __shared__ __align__(16) std::uint32_t slots[32 * 4];
-  std::uint32_t* dst = mode == 0 ? dst_global : slots + 4 * threadIdx.x;
+  SIMT_DYNAMIC_SHARED(std::uint32_t, dynamic);
+  std::uint32_t* dst = mode == 0 ? dst_global : mode == 3 ? dynamic + 4 : slots + 4 * threadIdx.x;
   if (mode == 2) dst += 1;  // 4 bytes past a 16-byte boundary
   simt::cp_async_16(dst, src + 4 * threadIdx.x + (mode == 1 ? 1 : 0));
   simt::cp_async_wait_group<0>();

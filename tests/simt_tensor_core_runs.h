@@ -14,7 +14,7 @@ namespace simt_tensor_test {
 
 // What a run of the cp.async kernel saw, per thread, 4 words each (the 16 bytes of its slot).
 struct AsyncCopyRun {
-  std::vector<std::uint32_t> before_wait;  // its slot, read right after issuing and committing
+  std::vector<std::uint32_t> before_wait;  // its slot, read right after starting and committing the copy
   std::vector<std::uint32_t> after_wait;   // its slot, after cp_async_wait_group<0>
   std::vector<std::uint32_t> neighbour;    // the next thread's slot, after the __syncthreads()
 };

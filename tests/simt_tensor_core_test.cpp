@@ -297,12 +297,12 @@ TEST_CASE("ldmatrix x4 and x4.trans called by the two halves of a warp is report
   CHECK(contains(message, "lanes 16-31 at ldmatrix_x4_trans ("));
 }
 
-TEST_CASE("cp_async_16 with a destination outside shared memory or misaligned addresses is reported", "[simt]") {
+TEST_CASE("cp_async_16 with a destination outside shared memory, past its end, or misaligned is reported", "[simt]") {
   ControlsGuard guard;
   simt::DeviceBuffer<std::uint32_t> global(32 * 4 + 4), src(32 * 4 + 4);
   const auto launch = [&](int mode) {
     return runtime_error_of([&] {
-      simt::launch<cpu::cp_async_bad_kernel>(dim3(1), dim3(32), 0, global.data(), src.data(), mode);
+      simt::launch<cpu::cp_async_bad_kernel>(dim3(1), dim3(32), mode == 3 ? 24 : 0, global.data(), src.data(), mode);
     });
   };
   const auto not_shared = launch(0);
@@ -318,6 +318,10 @@ TEST_CASE("cp_async_16 with a destination outside shared memory or misaligned ad
   INFO(destination);
   CHECK(contains(destination, "gives shared destination 0x"));
   CHECK(contains(destination, "which is not 16-byte aligned"));
+  const auto past_the_end = launch(3);
+  INFO(past_the_end);
+  CHECK(contains(past_the_end, "which is not 16 bytes of this block's shared memory"));
+  CHECK(contains(past_the_end, " + 24 bytes"));
 }
 
 TEST_CASE("__syncwarp with a partial mask is an error on the CPU", "[simt]") {
@@ -335,4 +339,19 @@ TEST_CASE("the tensor-core instructions outside a kernel are errors", "[simt]") 
   CHECK_THROWS_AS(simt::ldmatrix_x4(r, a), std::logic_error);
   CHECK_THROWS_AS(simt::cp_async_commit_group(), std::logic_error);
   CHECK_THROWS_AS(__syncwarp(), std::logic_error);
+}
+
+TEST_CASE("CUDA's conversion intrinsics round as simt::bf16 and simt::f16 do", "[simt]") {
+  for (const auto& c : rounding_cases) {
+    const float x = std::bit_cast<float>(c.float_bits);
+    INFO(c.what);
+    if (c.bf16 != nan16) {
+      CHECK(__bfloat162float(__float2bfloat16(x)) == bf16_value(c.bf16));
+      CHECK(__bfloat162float(__float2bfloat16_rn(x)) == bf16_value(c.bf16));
+    }
+    if (c.f16 != nan16) {
+      CHECK(__half2float(__float2half(x)) == f16_value(c.f16));
+      CHECK(__half2float(__float2half_rn(x)) == f16_value(c.f16));
+    }
+  }
 }

@@ -7,8 +7,23 @@
 
 #include "chapters/04_naive_attention/backends.h"
 #include "common/memory.h"
+#include "common/simt/profile.h"
 
 namespace ch04 {
+
+namespace {
+
+// The CPU copy of the kernels: the profiled one while simt's profile records (--profile; see
+// common/simt/profile.h), the ordinary one otherwise.
+DeviceRun run_on_cpu(std::span<const float> Q, std::span<const float> K, std::span<const float> V,
+                     const DeviceProblem& problem) {
+#if SIMT_PROFILED_KERNELS
+  if (simt::profile::recording()) return cpu_profiled::run_naive_attention(Q, K, V, problem);
+#endif
+  return cpu::run_naive_attention(Q, K, V, problem);
+}
+
+}  // namespace
 
 fa::DeviceProblem check_problem(const fa::AttentionShape& shape, const Options& options) {
   const fa::DeviceProblem problem = fa::device_problem("naive_attention", shape, options.scale, options.causal);
@@ -42,7 +57,7 @@ Result naive_attention(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K,
   const fa::AttentionShape shape = fa::check_attention_shapes(Q.shape, K.shape, V.shape);
   const DeviceProblem problem = check_problem(shape, options);
   DeviceRun run = fa::run_on(
-      device, [&] { return cpu::run_naive_attention(Q.values, K.values, V.values, problem); },
+      device, [&] { return run_on_cpu(Q.values, K.values, V.values, problem); },
       [&] { return gpu::run_naive_attention(Q.values, K.values, V.values, problem); });
   return {fa::Tensor4<float>(Q.shape, std::move(run.O)), std::move(run.S), std::move(run.P), run.elapsed_ms};
 }

@@ -47,4 +47,13 @@ DeviceRun run_flash_attention_2(std::span<const float> Q, std::span<const float>
                                 std::span<const float> V, const DeviceProblem& problem);
 }  // namespace gpu
 
+// The profiled copy of the CPU kernels (cmake/SimtProfile.cmake; built where SIMT_PROFILED_KERNELS
+// is 1): the same source, every memory access counted by simt's profile (common/simt/profile.h).
+namespace cpu_profiled {
+void launch_flash_attention_2(const float* Q, const float* K, const float* V, float* O, float* L,
+                              const DeviceProblem& problem);
+DeviceRun run_flash_attention_2(std::span<const float> Q, std::span<const float> K,
+                                std::span<const float> V, const DeviceProblem& problem);
+}  // namespace cpu_profiled
+
 }  // namespace ch05

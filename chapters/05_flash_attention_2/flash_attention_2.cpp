@@ -7,10 +7,21 @@
 #include <fmt/ranges.h>
 
 #include "common/memory.h"
+#include "common/simt/profile.h"
 
 namespace ch05 {
 
 namespace {
+
+// The CPU copy of the kernels: the profiled one while simt's profile records (--profile; see
+// common/simt/profile.h), the ordinary one otherwise.
+DeviceRun run_on_cpu(std::span<const float> Q, std::span<const float> K, std::span<const float> V,
+                     const DeviceProblem& problem) {
+#if SIMT_PROFILED_KERNELS
+  if (simt::profile::recording()) return cpu_profiled::run_flash_attention_2(Q, K, V, problem);
+#endif
+  return cpu::run_flash_attention_2(Q, K, V, problem);
+}
 
 std::string tile_list() {
   std::vector<std::string> names;
@@ -50,7 +61,7 @@ Result flash_attention_2(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& 
   const fa::AttentionShape shape = fa::check_attention_shapes(Q.shape, K.shape, V.shape);
   const DeviceProblem problem = check_problem(shape, options);
   DeviceRun run = fa::run_on(
-      device, [&] { return cpu::run_flash_attention_2(Q.values, K.values, V.values, problem); },
+      device, [&] { return run_on_cpu(Q.values, K.values, V.values, problem); },
       [&] { return gpu::run_flash_attention_2(Q.values, K.values, V.values, problem); });
   return {fa::Tensor4<float>(Q.shape, std::move(run.O)), std::move(run.L), run.elapsed_ms};
 }

@@ -25,12 +25,14 @@
 #include "chapters/04_naive_attention/naive_attention.h"
 #include "chapters/05_flash_attention_2/agreement.h"
 #include "chapters/05_flash_attention_2/flash_attention_2.h"
+#include "chapters/05_flash_attention_2/profile_report.h"
 #include "chapters/05_flash_attention_2/traffic_table.h"
 #include "common/attention_cli.h"
 #include "common/cli.h"
 #include "common/compare.h"
 #include "common/memory.h"
 #include "common/npy.h"
+#include "common/profile_cli.h"
 #include "common/program.h"
 #include "common/simt/progress.h"
 
@@ -93,6 +95,8 @@ int main(int argc, char** argv) {
                        1, ch05::kMaxBytesPerValue)
       ->needs(traffic_flag);
   program.summary_option()->excludes(traffic_flag);
+  fa::ProfileFlags profile;  // --profile, --profile-json: the kernel's memory accesses (common/simt/profile.h)
+  fa::add_profile_flags(app, profile);
 
   return program.run(argc, argv, [&]() -> std::optional<fa::demo::Check> {
     if (traffic) {
@@ -118,6 +122,7 @@ int main(int argc, char** argv) {
     // Everything this run needs, checked before anything is allocated.
     const ch05::TileShape tile = parse_tile(tile_text);
     const fa::Device device = fa::chosen_device(cli);
+    fa::begin_profile(profile, device);
     const fa::AttentionShape shape = fa::plan_inputs(cli);
     const ch05::Options options{cli.scale, cli.causal, tile};
     const ch04::Options naive_options{cli.scale, cli.causal};
@@ -157,6 +162,8 @@ int main(int argc, char** argv) {
     const ch05::Result flash = with_progress("FlashAttention-2", [&] {
       return ch05::flash_attention_2(in.Q, in.K, in.V, options, device);
     });
+    fmt::print("{}", ch05::format_profile_beside_model(fa::end_profile(profile), in.Q.shape, shape.seq_len_k, tile,
+                                                       cli.causal));
     const ch03::AttentionOptions reference_options{.scale = cli.scale, .causal = cli.causal};
     const ch04::Agreement agreement = ch04::agreement_bound(in.Q, in.K, in.V, reference_options);
     fa::ErrorStats err_O;

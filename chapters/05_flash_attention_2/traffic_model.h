@@ -62,6 +62,7 @@
 #include <functional>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -286,6 +287,63 @@ inline Traffic walk_fa1(const TrafficCase& c, const TileVisitor& visit = {}) {
     }
   }
   return t;
+}
+
+// ---- The loads and stores of this chapter's kernel -------------------------------------------
+
+// One launch of flash_attention_2.cuh's kernel, as the kernel sees it: any seq_len_q and
+// seq_len_k, the causal mask, batch and heads folded into batch_heads; float32 (4 bytes).
+struct KernelCase {
+  std::int64_t batch_heads = 1;
+  std::int64_t seq_len_q = 256;
+  std::int64_t seq_len_k = 256;
+  std::int64_t head_dim = 64;
+  std::int64_t Br = 64;
+  std::int64_t Bc = 64;
+  bool causal = false;
+};
+
+// The global-memory bytes the kernel itself loads and stores, walked in its own order: per query
+// block, Q_i (its real rows only: tail rows are zeros made on chip), then the key tiles it visits
+// (all ceil(seq_len_k / Bc) of them, or with the causal mask only those its last real row can see)
+// with their real rows of K and V (a short last tile's missing rows are zeros, not loads), then
+// O_i and L_i (stats_write: 4 bytes per row). For seq_len_q == seq_len_k and no mask this is
+// walk_fa2's `moved` counter times batch_heads, plus L, which the model leaves out; the
+// memory profile of the kernel (common/simt/profile.h) measures exactly these bytes.
+// Throws std::invalid_argument for a size below 1 or past the traffic model's ranges.
+// Source: flash_attention_2.cuh, lines 1, 3, 4 and 10 of its algorithm.
+inline HbmBytes fa2_kernel_bytes(const KernelCase& c) {
+  for (const auto& [name, value, max] :
+       {std::tuple{"batch_heads", c.batch_heads, std::int64_t{65535}}, std::tuple{"seq_len_q", c.seq_len_q, kMaxSeqLen},
+        std::tuple{"seq_len_k", c.seq_len_k, kMaxSeqLen}, std::tuple{"head_dim", c.head_dim, kMaxHeadDim},
+        std::tuple{"Br", c.Br, kMaxBlock}, std::tuple{"Bc", c.Bc, kMaxBlock}}) {
+    if (value < 1 || value > max) {
+      throw std::invalid_argument(
+          fmt::format("fa2_kernel_bytes: {} = {} is out of range: accepted 1 .. {}", name, value, max));
+    }
+  }
+  const std::uint64_t Nq = c.seq_len_q, Nk = c.seq_len_k, d = c.head_dim, e = 4;
+  const std::uint64_t Br = c.Br, Bc = c.Bc;
+  HbmBytes b;
+  for (std::uint64_t i0 = 0; i0 < Nq; i0 += Br) {
+    const std::uint64_t rows = std::min(Br, Nq - i0);
+    b.q_read += e * rows * d;
+    // The causal mask (common/attention_shapes.h): the block's last row sees keys j < visible.
+    const std::int64_t last_row = static_cast<std::int64_t>(i0 + rows) - 1;
+    const std::int64_t shift = static_cast<std::int64_t>(Nk) - static_cast<std::int64_t>(Nq);
+    const std::uint64_t visible =
+        c.causal ? static_cast<std::uint64_t>(std::clamp<std::int64_t>(last_row + shift + 1, 0, c.seq_len_k)) : Nk;
+    for (std::uint64_t j0 = 0; j0 < visible; j0 += Bc) {
+      const std::uint64_t cols = std::min(Bc, Nk - j0);
+      b.k_read += e * cols * d;
+      b.v_read += e * cols * d;
+    }
+    b.o_write += e * rows * d;
+    b.stats_write += 4 * rows;  // L_i
+  }
+  const std::uint64_t heads = c.batch_heads;
+  for (std::uint64_t* field : {&b.q_read, &b.k_read, &b.v_read, &b.o_write, &b.stats_write}) *field *= heads;
+  return b;
 }
 
 }  // namespace ch05

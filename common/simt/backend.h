@@ -1,7 +1,10 @@
 // SIMT_BACKEND: the name of the backend this translation unit is compiled for.
 //
-//   gpu  under nvcc (__CUDACC__): kernels run on an NVIDIA GPU through the CUDA runtime;
-//   cpu  under the host C++ compiler: kernels run on the CPU through common/simt.
+//   gpu           under nvcc (__CUDACC__): kernels run on an NVIDIA GPU through the CUDA runtime;
+//   cpu           under the host C++ compiler: kernels run on the CPU through common/simt;
+//   cpu_profiled  the same, in the profiled copy of a kernel's translation unit (SIMT_PROFILED=1,
+//                 cmake/SimtProfile.cmake): every access of its kernels is counted (profile.h).
+//                 It shares simt's CPU runtime (simt::cpu); only the kernels' namespace differs.
 //
 // Everything of simt's host API lives in `namespace simt { inline namespace SIMT_BACKEND { ... } }`,
 // and chapter kernels in `namespace chNN::SIMT_BACKEND { ... }`. A program can then link one
@@ -12,6 +15,8 @@
 
 #if defined(__CUDACC__)
 #define SIMT_BACKEND gpu
+#elif SIMT_PROFILED
+#define SIMT_BACKEND cpu_profiled
 #else
 #define SIMT_BACKEND cpu
 #endif

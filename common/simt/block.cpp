@@ -31,6 +31,7 @@
 
 #include "common/simt/fiber.h"
 #include "common/simt/launch_rules.h"
+#include "common/simt/profile_recorder.h"  // simt's memory profile: one call at each sync point
 #include "common/simt/warp_collective.h"
 
 #if defined(__SANITIZE_THREAD__) || SIMT_TSAN_ANNOTATIONS
@@ -121,7 +122,6 @@ class BlockRunner {
   std::uint64_t shuffle(CudaThread& t, ShuffleMode mode, std::uint64_t bits, unsigned source,
                         const std::source_location& site);
   void collective(CudaThread& t, const WarpCollective& op, const std::source_location& site);
-  unsigned threads() const { return threads_; }
   const GridLaunch& launch() const { return *launch_; }
   char* block_done_token() { return &block_done_; }
 
@@ -189,6 +189,9 @@ void BlockRunner::prepare(const GridLaunch& launch, uint3 block_idx) {
   }
   std::memset(shared_.get(), 0xff, shared_bytes_);
   dynamic_shared_memory = shared_.get();
+  if (profile::detail::is_recording()) {  // profile.h: this block's accesses are counted
+    profile::detail::block_begin(launch.kernel_name, block_linear_ == 0, shared_.get(), shared_bytes_, threads_);
+  }
   dynamic_shared_size = shared_bytes_;
   find_static_shared_memory();  // for the tensor-core instructions' address checks
 
@@ -254,6 +257,7 @@ void BlockRunner::run(const GridLaunch& launch, uint3 block_idx) {
     }
   }
   if (failure_) cancel_started_threads();
+  profile::detail::block_end();  // profile.h: the block's counts join its kernel's
   SIMT_TSAN_ACQUIRE(&block_done_);
   // cp.async copies still in flight land when the block ends (after a failure they are dropped,
   // by prepare()): a thread that finished early never shows them to the threads still running.
@@ -350,6 +354,7 @@ void BlockRunner::complete_shuffle(unsigned warp) {
   }
   ready_ += w.arrived;
   w.arrived = 0;
+  profile::detail::warp_sync(warp);  // profile.h: the warp's instructions so far are complete
 }
 
 // line 4: nothing can run. Says why that is an error, or nothing when it is an ordinary barrier.
@@ -455,6 +460,7 @@ void BlockRunner::release_barrier() {
   ready_ = at_barrier_;
   at_barrier_ = 0;
   at_other_barrier_ = 0;
+  profile::detail::block_sync();  // profile.h: every warp's instructions so far are complete
 }
 
 // After a failure: unwind every thread that is in the middle of the kernel (it throws Cancelled
@@ -552,6 +558,7 @@ void BlockRunner::collective(CudaThread& t, const WarpCollective& op, const std:
   SIMT_TSAN_RELEASE(token);
   ++w.collectives;
   w.at_collective = 0;
+  profile::detail::warp_sync(warp_index);  // profile.h: the warp's instructions so far are complete
   for (unsigned lane = 0; lane < lanes_per_warp; ++lane) {
     CudaThread& other = *pool_[first + lane];
     if (&other != &t) other.state = State::ready;
@@ -612,7 +619,6 @@ AsyncCopies& current_async_copies(const char* what) { return current_thread(what
 
 unsigned current_lane() { return current_thread("the lane index").linear % lanes_per_warp; }
 unsigned current_warp() { return current_thread("the warp index").linear / lanes_per_warp; }
-unsigned block_threads() { return current_thread("the block size").runner->threads(); }
 
 std::uint64_t shuffle(ShuffleMode mode, unsigned mask, std::uint64_t bits, int operand, int width,
                       const std::source_location& site) {

@@ -8,7 +8,8 @@
 //   std::vector<float> out = o.to_host();
 //
 // The memory is one allocation of exactly size() elements, so AddressSanitizer reports a kernel
-// that reads or writes past its end. "Uninitialised" memory is filled with 0xff bytes (NaN for
+// that reads or writes past its end. It is registered as device memory with simt's profiler
+// (profile.h), which counts a profiled kernel's accesses to it as global memory. "Uninitialised" memory is filled with 0xff bytes (NaN for
 // float and double) so that a run never depends on what the allocator left there.
 #pragma once
 
@@ -23,6 +24,7 @@
 
 #include "common/simt/backend.h"
 #include "common/simt/launch_rules.h"
+#include "common/simt/profile_recorder.h"
 
 namespace simt {
 inline namespace cpu {
@@ -33,11 +35,11 @@ class DeviceBuffer {
 
  public:
   // `count` elements, filled with 0xff bytes. Throws std::bad_alloc if there is no memory.
-  explicit DeviceBuffer(std::size_t count) : data_(new T[count]), size_(count) {
+  explicit DeviceBuffer(std::size_t count) : data_(allocate(count)), size_(count) {
     std::memset(static_cast<void*>(data_.get()), 0xff, count * sizeof(T));
   }
   // A copy of `host`.
-  explicit DeviceBuffer(std::span<const T> host) : data_(new T[host.size()]), size_(host.size()) {
+  explicit DeviceBuffer(std::span<const T> host) : data_(allocate(host.size())), size_(host.size()) {
     std::copy(host.begin(), host.end(), data_.get());
   }
   // Move-only; a moved-from buffer is empty.
@@ -67,7 +69,25 @@ class DeviceBuffer {
   std::size_t size() const { return size_; }
 
  private:
-  std::unique_ptr<T[]> data_;
+  // Unregisters the memory from the profiler before it is freed.
+  struct Release {
+    void operator()(T* p) const {
+      profile::detail::unregister_device_memory(p);
+      delete[] p;
+    }
+  };
+  static T* allocate(std::size_t count) {
+    T* p = new T[count];
+    try {
+      profile::detail::register_device_memory(p, count * sizeof(T));
+    } catch (...) {
+      delete[] p;
+      throw;
+    }
+    return p;
+  }
+
+  std::unique_ptr<T[], Release> data_;
   std::size_t size_ = 0;
 };
 

@@ -12,7 +12,8 @@
 //
 // Under nvcc these are CUDA's own __nv_bfloat16 and __half (cuda_bf16.h, cuda_fp16.h), and the pack
 // functions use __floats2bfloat162_rn / __floats2half2_rn. For the host compiler they are defined
-// here, with the same behaviour:
+// here (with CUDA's scalar conversion intrinsics __float2bfloat16[_rn], __bfloat162float,
+// __float2half[_rn], __half2float), with the same behaviour:
 //   - from float: round to nearest, ties to even (the `.rn` of cvt); a NaN stays a NaN (0x7fff, as
 //     CUDA's host conversion gives); a value beyond the largest finite one, after rounding, becomes
 //     +-inf; f16 keeps subnormals (no flush to zero);
@@ -158,5 +159,14 @@ constexpr std::uint32_t pack_f16x2(float lo, float hi) {
 
 }  // namespace cpu
 }  // namespace simt
+
+// CUDA's conversion intrinsics (cuda_bf16.h, cuda_fp16.h), so that a kernel written with them
+// builds on the CPU too: round to nearest even from float, exact to float.
+inline simt::cpu::bf16 __float2bfloat16(float value) { return simt::cpu::bf16(value); }
+inline simt::cpu::bf16 __float2bfloat16_rn(float value) { return simt::cpu::bf16(value); }
+inline float __bfloat162float(simt::cpu::bf16 value) { return static_cast<float>(value); }
+inline simt::cpu::f16 __float2half(float value) { return simt::cpu::f16(value); }
+inline simt::cpu::f16 __float2half_rn(float value) { return simt::cpu::f16(value); }
+inline float __half2float(simt::cpu::f16 value) { return static_cast<float>(value); }
 
 #endif

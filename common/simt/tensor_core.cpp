@@ -23,6 +23,7 @@
 
 #include "common/simt/device_code.h"
 #include "common/simt/half_precision.h"
+#include "common/simt/profile_recorder.h"
 #include "common/simt/tensor_core_cpu.h"
 #include "common/simt/warp_collective.h"
 
@@ -294,7 +295,12 @@ void ldmatrix(int matrices, bool trans, std::uint32_t* r, const void* row_addres
   const int which = matrices == 1 ? 0 : matrices == 2 ? 1 : 2;
   const char* name = ldmatrix_names[trans][which];
   // Only the lanes that give a row address are checked (the others' operands are not used).
-  if (current_lane() < 8u * static_cast<unsigned>(matrices)) check_shared_row(name, "row address", row_address, site);
+  if (current_lane() < 8u * static_cast<unsigned>(matrices)) {
+    check_shared_row(name, "row address", row_address, site);
+    // simt's memory profile: one 16-byte shared read per row, one warp instruction.
+    profile::detail::record_instruction_access(site, current_warp() * lanes + current_lane(), row_address, row_bytes,
+                                               profile::Op::load);
+  }
   LdmatrixOperands operands{static_cast<const std::byte*>(row_address), r};
   WarpCollective op;
   op.name = name;
@@ -321,7 +327,7 @@ void syncwarp(unsigned mask, const std::source_location& site) {
 // PTX ISA, "cp.async": the copy is "performed asynchronously"; "cp.async.wait_group instruction
 // will cause executing thread to wait till only N or fewer of the most recent cp.async-groups are
 // pending and all the prior cp.async-groups committed by the executing threads are complete."
-// Here a copy is only recorded when issued; it lands when a wait covers its group.
+// Here cp_async_16 only records the copy; it lands when a wait covers its group.
 void cp_async_16(void* shared_dst, const void* global_src, bool valid, const std::source_location& site) {
   AsyncCopies& copies = current_async_copies("cp_async_16");
   check_shared_row("cp_async_16", "shared destination", shared_dst, site);
@@ -341,6 +347,11 @@ void cp_async_16(void* shared_dst, const void* global_src, bool valid, const std
                                   "global to shared memory");
     }
   }
+  // simt's memory profile: the instruction reads 16 bytes of global memory (none when !valid) and
+  // writes 16 bytes of shared memory, counted where it is issued.
+  const unsigned thread = current_warp() * lanes + current_lane();
+  if (valid) profile::detail::record_instruction_access(site, thread, global_src, row_bytes, profile::Op::load);
+  profile::detail::record_instruction_access(site, thread, shared_dst, row_bytes, profile::Op::store);
   copies.in_flight.push_back({static_cast<std::byte*>(shared_dst), static_cast<const std::byte*>(global_src),
                               valid, copies.committed});
 }

@@ -4,7 +4,7 @@
 // mma, ldmatrix and __syncwarp wait at the warp's rendezvous (block.cpp) like the shuffles: the
 // call returns when all 32 lanes of the warp have arrived at the same instruction, at the same
 // place in the source. cp.async does not wait: it records the copy, which lands in shared memory
-// when the issuing thread's cp_async_wait_group<N> covers its group, or when the block has
+// when the copying thread's cp_async_wait_group<N> covers its group, or when the block has
 // finished the kernel.
 // Every function throws std::logic_error when called outside a kernel started by simt::launch; a
 // misuse inside a kernel makes simt::launch throw std::runtime_error with the report.

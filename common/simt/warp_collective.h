@@ -14,7 +14,8 @@
 //                               empties it before each block and lands what is left when the
 //                               whole block has finished the kernel (land_async_copies,
 //                               tensor_core.cpp).
-//   current_lane(), current_warp(), block_threads()   of the calling CUDA thread.
+//   current_lane(), current_warp()  of the calling CUDA thread.
+//   where(site)                 "dir/file.cuh:42", as every report prints a place.
 //   find_static_shared_memory()  called by the scheduler before each block (tensor_core.cpp).
 #pragma once
 
@@ -42,7 +43,7 @@ struct WarpCollective {
 void warp_collective(const WarpCollective& op, const std::source_location& site);
 
 // One cp.async in flight: 16 bytes from `source` to `destination` (zeros if !valid), in group
-// `group` of its thread (the number of groups the thread had committed when it issued the copy).
+// `group` of its thread (the number of groups the thread had committed when it started the copy).
 struct AsyncCopy {
   std::byte* destination = nullptr;
   const std::byte* source = nullptr;
@@ -51,13 +52,13 @@ struct AsyncCopy {
 };
 
 struct AsyncCopies {
-  std::vector<AsyncCopy> in_flight;  // in issue order
+  std::vector<AsyncCopy> in_flight;  // in the order the thread started them
   std::uint64_t committed = 0;       // groups committed so far by this thread in this block
 };
 
 // Throws std::logic_error naming `what` outside a kernel.
 AsyncCopies& current_async_copies(const char* what);
-// Lands every copy of `copies` in issue order and empties it (tensor_core.cpp).
+// Lands every copy of `copies`, oldest first, and empties it (tensor_core.cpp).
 void land_async_copies(AsyncCopies& copies);
 
 // Finds this host thread's thread-local storage (where static __shared__ arrays live) once, for
@@ -71,7 +72,6 @@ std::string where(const std::source_location& site);
 
 unsigned current_lane();  // 0..31 within the warp
 unsigned current_warp();  // warp index within the block
-unsigned block_threads();
 
 }  // namespace detail
 }  // namespace cpu

@@ -1,0 +1,749 @@
+// The recorder of simt's memory profile (profile.h, profile_recorder.h), and the hooks that
+// GCC's outline instrumentation calls from a profiled kernel copy.
+//
+// This file is never instrumented itself. How an access finds its way into the counts:
+//   1. a profiled translation unit calls __asan_load4_noabort(addr) (and its siblings) before
+//      every load and store it makes, host code and kernel code alike
+//   2. the hook keeps it only while a block is being recorded on this host thread and a CUDA
+//      thread of it is running (not the scheduler, not host code between launches)
+//   3. it keeps the address only if it lies in the block's dynamic shared memory, in a static
+//      __shared__ array (this host thread's block of thread_local storage of the program, minus
+//      simt's own thread_local variables), or in a registered DeviceBuffer; everything else (the
+//      CUDA thread's stack, simt's variables, the heap) is dropped
+//   4. the lane's running count of this site since the warp's last synchronisation point, k,
+//      makes (site, k) the key of a warp instruction; the lane's address joins it
+//   5. at the warp's next synchronisation point (a shuffle, __syncthreads(), the end of the
+//      block) every pending instruction of the warp is complete: it is counted (profile_count.h)
+//      into its kernel's totals and its site's
+// Global addresses are taken relative to the start of their DeviceBuffer, as though every buffer
+// began on a 256-byte boundary as cudaMalloc's do, so that the sectors do not depend on where the
+// host allocator put it.
+#include "common/simt/profile.h"
+
+#include <link.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <unordered_map>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "common/simt/block.h"
+#include "common/simt/device_code.h"
+#include "common/simt/profile_count.h"
+#include "common/simt/profile_recorder.h"
+
+#if SIMT_HAVE_LIBDW
+#include <elfutils/libdwfl.h>
+#include <unistd.h>
+#endif
+
+namespace simt::profile {
+namespace detail {
+
+std::atomic<bool> recording_flag{false};
+
+namespace {
+
+// ---- Device memory ---------------------------------------------------------------------------
+
+struct Range {
+  std::uintptr_t begin = 0;
+  std::uintptr_t end = 0;
+  std::uint64_t id = 0;  // distinct per allocation: keeps sectors of two buffers apart
+};
+
+struct Registry {
+  std::mutex mutex;
+  std::map<std::uintptr_t, Range> live;  // by begin
+  std::uint64_t next_id = 1;
+  std::shared_ptr<const std::vector<Range>> snapshot = std::make_shared<std::vector<Range>>();
+};
+
+Registry& registry() {
+  static Registry r;
+  return r;
+}
+
+void rebuild_snapshot(Registry& r) {
+  auto v = std::make_shared<std::vector<Range>>();
+  v->reserve(r.live.size());
+  for (const auto& [begin, range] : r.live) v->push_back(range);
+  r.snapshot = std::move(v);
+}
+
+// ---- Per-kernel totals -----------------------------------------------------------------------
+
+struct SiteKey {
+  std::uintptr_t site;
+  Space space;
+  Op op;
+  bool operator==(const SiteKey&) const = default;
+};
+struct SiteKeyHash {
+  std::size_t operator()(const SiteKey& k) const {
+    return std::hash<std::uintptr_t>{}(k.site) ^ (static_cast<std::size_t>(k.space) << 1) ^
+           static_cast<std::size_t>(k.op);
+  }
+};
+
+struct Totals {
+  std::uint64_t launches = 0;
+  GlobalCounts global_load, global_store;
+  SharedCounts shared_load, shared_store;
+  std::unordered_map<SiteKey, Site, SiteKeyHash> sites;
+
+  void add(const Totals& other) {
+    launches += other.launches;
+    auto add_global = [](GlobalCounts& a, const GlobalCounts& b) {
+      a.instructions += b.instructions;
+      a.bytes += b.bytes;
+      a.sectors += b.sectors;
+    };
+    auto add_shared = [](SharedCounts& a, const SharedCounts& b) {
+      a.instructions += b.instructions;
+      a.bytes += b.bytes;
+      a.wavefronts += b.wavefronts;
+      a.bank_conflicts += b.bank_conflicts;
+    };
+    add_global(global_load, other.global_load);
+    add_global(global_store, other.global_store);
+    add_shared(shared_load, other.shared_load);
+    add_shared(shared_store, other.shared_store);
+    for (const auto& [key, s] : other.sites) {
+      Site& mine = sites[key];
+      mine.address = s.address;
+      mine.space = s.space;
+      mine.op = s.op;
+      mine.instructions += s.instructions;
+      mine.bytes += s.bytes;
+      mine.sectors += s.sectors;
+      mine.wavefronts += s.wavefronts;
+      mine.bank_conflicts += s.bank_conflicts;
+    }
+  }
+};
+
+struct Results {
+  std::mutex mutex;
+  std::vector<std::string> order;  // kernels in the order of their first recorded block
+  std::unordered_map<std::string, Totals> kernels;
+};
+
+Results& results_store() {
+  static Results r;
+  return r;
+}
+
+// "ch05::cpu_profiled::kernel<64, 64, 64>" -> "ch05::kernel<64, 64, 64>"
+std::string display_name(std::string_view kernel) {
+  std::string name(kernel);
+  const std::string_view copy = "cpu_profiled::";
+  for (std::size_t at; (at = name.find(copy)) != std::string::npos;) name.erase(at, copy.size());
+  return name;
+}
+
+// ---- One block being recorded ----------------------------------------------------------------
+
+struct InstructionKey {
+  std::uintptr_t site;
+  std::uint32_t k;
+  Space space;
+  Op op;
+  bool operator==(const InstructionKey&) const = default;
+};
+struct InstructionKeyHash {
+  std::size_t operator()(const InstructionKey& key) const {
+    return std::hash<std::uintptr_t>{}(key.site) * 31 + key.k * 7 + static_cast<std::size_t>(key.space) * 3 +
+           static_cast<std::size_t>(key.op);
+  }
+};
+
+struct Instruction {
+  InstructionKey key;
+  WarpAccess access;
+};
+
+struct PendingWarp {
+  std::unordered_map<InstructionKey, std::uint32_t, InstructionKeyHash> index;
+  std::vector<Instruction> instructions;
+};
+
+// The program's thread_local variables on this host thread (the static TLS block of the main
+// program: where static __shared__ arrays live).
+struct TlsRange {
+  std::uintptr_t begin = 0;
+  std::uintptr_t end = 0;
+};
+
+int find_program_tls(dl_phdr_info* info, std::size_t, void* out) {
+  // The first module reported is the program itself.
+  auto* range = static_cast<TlsRange*>(out);
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    if (info->dlpi_phdr[i].p_type == PT_TLS && info->dlpi_tls_data != nullptr) {
+      range->begin = reinterpret_cast<std::uintptr_t>(info->dlpi_tls_data);
+      range->end = range->begin + info->dlpi_phdr[i].p_memsz;
+    }
+  }
+  return 1;  // stop after the program
+}
+
+TlsRange program_tls() {
+  TlsRange range;
+  dl_iterate_phdr(&find_program_tls, &range);
+  return range;
+}
+
+template <class T>
+bool inside(std::uintptr_t a, const T& variable) {
+  const auto begin = reinterpret_cast<std::uintptr_t>(&variable);
+  return a >= begin && a < begin + sizeof(T);
+}
+
+// simt's own thread_local variables, which kernels read (threadIdx, ...) but which are not shared
+// memory.
+bool simt_variable(std::uintptr_t a) {
+  return inside(a, ::simt::cpu::builtin::threadIdx) || inside(a, ::simt::cpu::builtin::blockIdx) ||
+         inside(a, ::simt::cpu::builtin::blockDim) || inside(a, ::simt::cpu::builtin::gridDim) ||
+         inside(a, ::simt::cpu::detail::dynamic_shared_memory);
+}
+
+class BlockRecorder {
+ public:
+  void begin(std::string_view kernel, bool first_block, const std::byte* shared, std::size_t shared_bytes,
+             unsigned threads) {
+    kernel_ = kernel;
+    totals_ = Totals{};
+    totals_.launches = first_block ? 1 : 0;
+    shared_begin_ = reinterpret_cast<std::uintptr_t>(shared);
+    shared_end_ = shared_begin_ + shared_bytes;
+    if (tls_.end == 0) tls_ = program_tls();
+    {
+      Registry& r = registry();
+      std::scoped_lock lock(r.mutex);
+      buffers_ = r.snapshot;
+    }
+    threads_ = threads;
+    const unsigned warps = (threads + kWarpLanes - 1) / kWarpLanes;
+    if (lane_counts_.size() < threads) lane_counts_.resize(threads);
+    for (unsigned t = 0; t < threads; ++t) lane_counts_[t].clear();
+    if (warps_.size() < warps) warps_.resize(warps);
+    for (unsigned w = 0; w < warps; ++w) {
+      warps_[w].index.clear();
+      warps_[w].instructions.clear();
+    }
+    warps_in_block_ = warps;
+    active_ = true;
+  }
+
+  bool active() const { return active_; }
+
+  // Step 3: global (with the address made relative to its buffer), shared, or neither.
+  bool classify(std::uintptr_t a, Space& space, std::uint64_t& address) const {
+    if (a >= shared_begin_ && a < shared_end_) {
+      space = Space::shared;
+      address = a;
+      return true;
+    }
+    const std::vector<Range>& b = *buffers_;
+    auto it = std::upper_bound(b.begin(), b.end(), a, [](std::uintptr_t x, const Range& r) { return x < r.begin; });
+    if (it != b.begin() && a < std::prev(it)->end) {
+      space = Space::global;
+      address = (std::prev(it)->id << 40) + (a - std::prev(it)->begin);
+      return true;
+    }
+    if (a >= tls_.begin && a < tls_.end && !simt_variable(a)) {
+      space = Space::shared;
+      address = a;
+      return true;
+    }
+    return false;
+  }
+
+  // Step 4.
+  void record(unsigned thread, std::uintptr_t site, std::uintptr_t a, std::uint32_t bytes, Op op) {
+    if (thread >= threads_) return;
+    Space space;
+    std::uint64_t address;
+    if (!classify(a, space, address)) return;
+    const std::uint32_t k = lane_counts_[thread][site]++;
+    PendingWarp& warp = warps_[thread / kWarpLanes];
+    const InstructionKey key{site, k, space, op};
+    auto [it, added] = warp.index.try_emplace(key, static_cast<std::uint32_t>(warp.instructions.size()));
+    if (added) warp.instructions.push_back(Instruction{key, WarpAccess{}});
+    warp.instructions[it->second].access.set(thread % kWarpLanes, address, bytes);
+  }
+
+  // Step 5.
+  void flush(unsigned w) {
+    if (w >= warps_in_block_) return;
+    PendingWarp& warp = warps_[w];
+    for (const Instruction& in : warp.instructions) count(in);
+    warp.instructions.clear();
+    warp.index.clear();
+    const unsigned first = w * kWarpLanes;
+    for (unsigned t = first; t < std::min(threads_, first + kWarpLanes); ++t) lane_counts_[t].clear();
+  }
+
+  void flush_all() {
+    for (unsigned w = 0; w < warps_in_block_; ++w) flush(w);
+  }
+
+  void end() {
+    if (!active_) return;
+    flush_all();
+    active_ = false;
+    Results& r = results_store();
+    const std::string name = display_name(kernel_);
+    std::scoped_lock lock(r.mutex);
+    auto [it, added] = r.kernels.try_emplace(name);
+    if (added) r.order.push_back(name);
+    it->second.add(totals_);
+  }
+
+ private:
+  void count(const Instruction& in) {
+    Site& site = totals_.sites[SiteKey{in.key.site, in.key.space, in.key.op}];
+    site.address = in.key.site;
+    site.space = in.key.space;
+    site.op = in.key.op;
+    const std::uint64_t bytes = in.access.requested_bytes();
+    ++site.instructions;
+    site.bytes += bytes;
+    if (in.key.space == Space::global) {
+      GlobalCounts& c = in.key.op == Op::load ? totals_.global_load : totals_.global_store;
+      const std::uint64_t sectors = global_sectors(in.access);
+      ++c.instructions;
+      c.bytes += bytes;
+      c.sectors += sectors;
+      site.sectors += sectors;
+    } else {
+      SharedCounts& c = in.key.op == Op::load ? totals_.shared_load : totals_.shared_store;
+      const SharedCost cost = shared_cost(in.access);
+      ++c.instructions;
+      c.bytes += bytes;
+      c.wavefronts += cost.wavefronts;
+      c.bank_conflicts += cost.bank_conflicts;
+      site.wavefronts += cost.wavefronts;
+      site.bank_conflicts += cost.bank_conflicts;
+    }
+  }
+
+  std::string_view kernel_;
+  Totals totals_;
+  std::uintptr_t shared_begin_ = 0, shared_end_ = 0;
+  TlsRange tls_;
+  std::shared_ptr<const std::vector<Range>> buffers_;
+  unsigned threads_ = 0;
+  unsigned warps_in_block_ = 0;
+  std::vector<std::unordered_map<std::uintptr_t, std::uint32_t>> lane_counts_;  // per thread: site -> k
+  std::vector<PendingWarp> warps_;
+  bool active_ = false;
+};
+
+thread_local BlockRecorder this_thread_recorder;
+thread_local BlockRecorder* recording_block = nullptr;  // non-null while a block is recorded here
+
+unsigned current_thread_linear() {
+  const auto t = ::simt::cpu::builtin::threadIdx;
+  const auto b = ::simt::cpu::builtin::blockDim;
+  return t.x + b.x * (t.y + b.y * t.z);
+}
+
+}  // namespace
+
+void block_begin(std::string_view kernel, bool first_block, const std::byte* shared, std::size_t shared_bytes,
+                 unsigned threads) {
+  this_thread_recorder.begin(kernel, first_block, shared, shared_bytes, threads);
+  recording_block = &this_thread_recorder;
+}
+
+void warp_sync(unsigned warp) {
+  if (recording_block != nullptr) recording_block->flush(warp);
+}
+
+void block_sync() {
+  if (recording_block != nullptr) recording_block->flush_all();
+}
+
+void block_end() {
+  if (recording_block == nullptr) return;
+  recording_block->end();
+  recording_block = nullptr;
+}
+
+namespace {
+
+// The sites of simt's own instructions, which have a source_location instead of a code address:
+// each gets a key with the top bit set (no user-space code address has it), and its file and line.
+struct NamedSites {
+  std::mutex mutex;
+  std::unordered_map<std::uintptr_t, std::pair<std::string, int>> by_key;
+};
+NamedSites& named_sites() {
+  static NamedSites n;
+  return n;
+}
+constexpr std::uintptr_t kNamedSite = std::uintptr_t{1} << (8 * sizeof(std::uintptr_t) - 1);
+
+std::uintptr_t named_site_key(const std::source_location& site) {
+  // Per host thread, a cache of the sites already registered (keyed by file pointer and line).
+  thread_local std::unordered_map<std::uint64_t, std::uintptr_t> cache;
+  const std::uint64_t local =
+      reinterpret_cast<std::uintptr_t>(site.file_name()) * 1000003u ^ (std::uint64_t{site.line()} << 12) ^ site.column();
+  if (auto it = cache.find(local); it != cache.end()) return it->second;
+  NamedSites& n = named_sites();
+  std::scoped_lock lock(n.mutex);
+  std::uintptr_t key = kNamedSite | (static_cast<std::uintptr_t>(local) >> 1);
+  while (true) {
+    auto [it, added] = n.by_key.try_emplace(key, site.file_name(), static_cast<int>(site.line()));
+    if (added || (it->second.first == site.file_name() && it->second.second == static_cast<int>(site.line()))) break;
+    key = kNamedSite | ((key + 1) & ~kNamedSite);  // another site took this key: the next one
+  }
+  cache.emplace(local, key);
+  return key;
+}
+
+}  // namespace
+
+bool named_site(std::uintptr_t key, std::string& file, int& line) {
+  if ((key & kNamedSite) == 0) return false;
+  NamedSites& n = named_sites();
+  std::scoped_lock lock(n.mutex);
+  const auto it = n.by_key.find(key);
+  if (it == n.by_key.end()) return false;
+  file = it->second.first;
+  line = it->second.second;
+  return true;
+}
+
+void record_instruction_access(const std::source_location& site, unsigned thread, const void* address,
+                               std::uint32_t bytes, Op op) {
+  if (recording_block == nullptr) return;
+  recording_block->record(thread, named_site_key(site), reinterpret_cast<std::uintptr_t>(address), bytes, op);
+}
+
+void register_device_memory(const void* data, std::size_t bytes) {
+  if (data == nullptr || bytes == 0) return;
+  Registry& r = registry();
+  std::scoped_lock lock(r.mutex);
+  const auto begin = reinterpret_cast<std::uintptr_t>(data);
+  r.live[begin] = Range{begin, begin + bytes, r.next_id++};
+  rebuild_snapshot(r);
+}
+
+void unregister_device_memory(const void* data) {
+  if (data == nullptr) return;
+  Registry& r = registry();
+  std::scoped_lock lock(r.mutex);
+  if (r.live.erase(reinterpret_cast<std::uintptr_t>(data)) > 0) rebuild_snapshot(r);
+}
+
+// Steps 1-2, for the hooks below.
+inline void hook(std::uintptr_t address, std::uint32_t bytes, Op op, void* site) {
+  BlockRecorder* block = recording_block;
+  if (block == nullptr || !::simt::cpu::detail::in_kernel()) return;
+  block->record(current_thread_linear(), reinterpret_cast<std::uintptr_t>(site), address, bytes, op);
+}
+
+}  // namespace detail
+
+// ---- The public API --------------------------------------------------------------------------
+
+const KernelProfile* find_kernel(const std::vector<KernelProfile>& kernels, std::string_view name) {
+  for (const KernelProfile& k : kernels) {
+    if (k.kernel.find(name) != std::string::npos) return &k;
+  }
+  return nullptr;
+}
+
+bool available() { return SIMT_PROFILE_HOOKS != 0; }
+
+std::string unavailable_reason() {
+#if SIMT_PROFILE_HOOKS
+  return "";
+#elif defined(__SANITIZE_ADDRESS__)
+  return "not available in the asan build: GCC's -fsanitize=kernel-address, which the profiled kernels are "
+         "compiled with, does not combine with AddressSanitizer; use the default preset";
+#elif defined(__SANITIZE_THREAD__)
+  return "not available in the tsan build: the profiled kernels are not built there; use the default preset";
+#else
+  return "not available in this build: it needs GCC's outline memory instrumentation "
+         "(-fsanitize=kernel-address); build with GCC and the default preset";
+#endif
+}
+
+void start() {
+  if (!available()) throw std::logic_error("simt profile: " + unavailable_reason());
+  detail::Results& r = detail::results_store();
+  {
+    std::scoped_lock lock(r.mutex);
+    r.order.clear();
+    r.kernels.clear();
+  }
+  detail::recording_flag.store(true, std::memory_order_relaxed);
+}
+
+void stop() { detail::recording_flag.store(false, std::memory_order_relaxed); }
+
+bool recording() { return detail::is_recording(); }
+
+namespace {
+
+// File and line of a return address: the call instruction just before it.
+struct SourceLine {
+  std::string file;
+  int line = 0;
+};
+
+// The path from the repository's top folder, where it is inside it.
+SourceLine trim_path(SourceLine s) {
+  for (const char* top : {"/chapters/", "/common/", "/tests/"}) {
+    const std::size_t at = s.file.rfind(top);
+    if (at != std::string::npos) {
+      s.file = s.file.substr(at + 1);
+      break;
+    }
+  }
+  return s;
+}
+
+SourceLine source_line(std::uintptr_t return_address) {
+  SourceLine named;
+  if (detail::named_site(return_address, named.file, named.line)) return trim_path(named);
+#if SIMT_HAVE_LIBDW
+  static std::mutex mutex;
+  static Dwfl* dwfl = [] {
+    static const Dwfl_Callbacks callbacks = {dwfl_linux_proc_find_elf, dwfl_standard_find_debuginfo, nullptr,
+                                             nullptr};
+    Dwfl* d = dwfl_begin(&callbacks);
+    if (d != nullptr) {
+      dwfl_report_begin(d);
+      dwfl_linux_proc_report(d, getpid());
+      dwfl_report_end(d, nullptr, nullptr);
+    }
+    return d;
+  }();
+  std::scoped_lock lock(mutex);
+  if (dwfl == nullptr) return {};
+  const Dwarf_Addr pc = return_address - 1;
+  Dwfl_Module* module = dwfl_addrmodule(dwfl, pc);
+  if (module == nullptr) return {};
+  Dwfl_Line* line = dwfl_module_getsrc(module, pc);
+  if (line == nullptr) return {};
+  int number = 0;
+  const char* file = dwfl_lineinfo(line, nullptr, &number, nullptr, nullptr, nullptr);
+  if (file == nullptr) return {};
+  return trim_path({file, number});
+#else
+  (void)return_address;
+  return {};
+#endif
+}
+
+}  // namespace
+
+std::vector<KernelProfile> results() {
+  detail::Results& r = detail::results_store();
+  std::vector<KernelProfile> out;
+  std::scoped_lock lock(r.mutex);
+  for (const std::string& name : r.order) {
+    const detail::Totals& t = r.kernels.at(name);
+    KernelProfile k{name, t.launches, t.global_load, t.global_store, t.shared_load, t.shared_store, {}};
+    for (const auto& [key, site] : t.sites) {
+      Site s = site;
+      const SourceLine where = source_line(s.address);
+      s.file = where.file;
+      s.line = where.line;
+      k.sites.push_back(std::move(s));
+    }
+    std::sort(k.sites.begin(), k.sites.end(), [](const Site& a, const Site& b) {
+      if (a.sectors != b.sectors) return a.sectors > b.sectors;
+      if (a.bank_conflicts != b.bank_conflicts) return a.bank_conflicts > b.bank_conflicts;
+      if (a.wavefronts != b.wavefronts) return a.wavefronts > b.wavefronts;
+      return a.address < b.address;
+    });
+    out.push_back(std::move(k));
+  }
+  return out;
+}
+
+namespace {
+
+const char* space_name(Space s) { return s == Space::global ? "global" : "shared"; }
+const char* op_name(Op o) { return o == Op::load ? "load" : "store"; }
+
+std::string where(const Site& s) {
+  return s.file.empty() ? fmt::format("0x{:x} (no line information)", s.address) : fmt::format("{}:{}", s.file, s.line);
+}
+
+// The worst sites: up to n by sectors (global), then up to n by bank conflicts (shared, only those
+// with conflicts), each with its share of the kernel's total.
+struct Worst {
+  const Site* site;
+  double share;
+};
+
+std::vector<Worst> worst_sites(const KernelProfile& k, std::size_t n) {
+  std::vector<Worst> worst;
+  const std::uint64_t sectors = k.global_load.sectors + k.global_store.sectors;
+  const std::uint64_t conflicts = k.shared_load.bank_conflicts + k.shared_store.bank_conflicts;
+  std::vector<const Site*> by_sectors, by_conflicts;
+  for (const Site& s : k.sites) {
+    if (s.space == Space::global && s.sectors > 0) by_sectors.push_back(&s);
+    if (s.space == Space::shared && s.bank_conflicts > 0) by_conflicts.push_back(&s);
+  }
+  std::stable_sort(by_conflicts.begin(), by_conflicts.end(),
+                   [](const Site* a, const Site* b) { return a->bank_conflicts > b->bank_conflicts; });
+  for (std::size_t i = 0; i < std::min(n, by_sectors.size()); ++i) {
+    worst.push_back({by_sectors[i], static_cast<double>(by_sectors[i]->sectors) / static_cast<double>(sectors)});
+  }
+  for (std::size_t i = 0; i < std::min(n, by_conflicts.size()); ++i) {
+    worst.push_back(
+        {by_conflicts[i], static_cast<double>(by_conflicts[i]->bank_conflicts) / static_cast<double>(conflicts)});
+  }
+  return worst;
+}
+
+std::string json_string(std::string_view text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+std::string json_global(const GlobalCounts& c) {
+  return fmt::format("{{\"instructions\": {}, \"bytes\": {}, \"sectors\": {}}}", c.instructions, c.bytes, c.sectors);
+}
+std::string json_shared(const SharedCounts& c) {
+  return fmt::format("{{\"instructions\": {}, \"bytes\": {}, \"wavefronts\": {}, \"bank_conflicts\": {}}}",
+                     c.instructions, c.bytes, c.wavefronts, c.bank_conflicts);
+}
+
+}  // namespace
+
+std::string format_table(const std::vector<KernelProfile>& kernels, std::size_t n) {
+  std::string out;
+  for (const KernelProfile& k : kernels) {
+    out += fmt::format("{} ({} launch{})\n", k.kernel, k.launches, k.launches == 1 ? "" : "es");
+    out += fmt::format("  {:<13} {:>13} {:>15} {:>13} {:>13} {:>15}\n", "", "instructions", "bytes", "sectors",
+                       "wavefronts", "bank conflicts");
+    const auto g = [&](const char* name, const GlobalCounts& c) {
+      out += fmt::format("  {:<13} {:>13} {:>15} {:>13} {:>13} {:>15}\n", name, c.instructions, c.bytes, c.sectors,
+                         "", "");
+    };
+    const auto s = [&](const char* name, const SharedCounts& c) {
+      out += fmt::format("  {:<13} {:>13} {:>15} {:>13} {:>13} {:>15}\n", name, c.instructions, c.bytes, "",
+                         c.wavefronts, c.bank_conflicts);
+    };
+    g("global load", k.global_load);
+    g("global store", k.global_store);
+    s("shared load", k.shared_load);
+    s("shared store", k.shared_store);
+    for (const Worst& w : worst_sites(k, n)) {
+      const bool global = w.site->space == Space::global;
+      out += fmt::format("    {:>5.1f}% of the {}: {} {} at {}\n", 100.0 * w.share,
+                         global ? "sectors" : "bank conflicts", space_name(w.site->space), op_name(w.site->op),
+                         where(*w.site));
+    }
+  }
+  return out;
+}
+
+std::string to_json(const std::vector<KernelProfile>& kernels, std::size_t n) {
+  std::string out = "{\"kernels\": [";
+  for (std::size_t i = 0; i < kernels.size(); ++i) {
+    const KernelProfile& k = kernels[i];
+    out += i == 0 ? "\n" : ",\n";
+    out += fmt::format(
+        "  {{\"kernel\": {}, \"launches\": {},\n   \"global_load\":  {},\n   \"global_store\": {},\n"
+        "   \"shared_load\":  {},\n   \"shared_store\": {},\n   \"worst_sites\": [",
+        json_string(k.kernel), k.launches, json_global(k.global_load), json_global(k.global_store),
+        json_shared(k.shared_load), json_shared(k.shared_store));
+    const std::vector<Worst> worst = worst_sites(k, n);
+    for (std::size_t j = 0; j < worst.size(); ++j) {
+      const Site& s = *worst[j].site;
+      out += j == 0 ? "\n" : ",\n";
+      out += fmt::format(
+          "     {{\"file\": {}, \"line\": {}, \"space\": \"{}\", \"op\": \"{}\", \"instructions\": {}, "
+          "\"bytes\": {}, \"sectors\": {}, \"wavefronts\": {}, \"bank_conflicts\": {}, \"share\": {:.4f}}}",
+          json_string(s.file), s.line, space_name(s.space), op_name(s.op), s.instructions, s.bytes, s.sectors,
+          s.wavefronts, s.bank_conflicts, worst[j].share);
+    }
+    out += worst.empty() ? "]}" : "]}";
+  }
+  out += kernels.empty() ? "]}\n" : "\n]}\n";
+  return out;
+}
+
+void write_json(const std::string& path, const std::vector<KernelProfile>& kernels) {
+  const std::string text = to_json(kernels);
+  const std::string temporary = path + ".partial";
+  {
+    std::ofstream file(temporary, std::ios::binary | std::ios::trunc);
+    file << text;
+    file.close();
+    if (!file) {
+      std::error_code ignored;
+      std::filesystem::remove(temporary, ignored);
+      throw std::runtime_error("--profile-json: cannot write " + path);
+    }
+  }
+  std::error_code error;
+  std::filesystem::rename(temporary, path, error);
+  if (error) {
+    std::filesystem::remove(temporary, error);
+    throw std::runtime_error("--profile-json: cannot write " + path);
+  }
+}
+
+}  // namespace simt::profile
+
+// ---- The hooks -------------------------------------------------------------------------------
+// GCC's -fsanitize=kernel-address with --param asan-instrumentation-with-call-threshold=0 calls
+// these before every access of the size in the name (N: the size is the second argument), and
+// __asan_handle_no_return before a call that does not return (a throw); the profile needs only
+// the first kind.
+#if SIMT_PROFILE_HOOKS
+#define SIMT_PROFILE_HOOK(size)                                                                     \
+  extern "C" void __asan_load##size##_noabort(std::uintptr_t address) {                            \
+    simt::profile::detail::hook(address, size, simt::profile::Op::load, __builtin_return_address(0));  \
+  }                                                                                                 \
+  extern "C" void __asan_store##size##_noabort(std::uintptr_t address) {                           \
+    simt::profile::detail::hook(address, size, simt::profile::Op::store, __builtin_return_address(0)); \
+  }
+SIMT_PROFILE_HOOK(1)
+SIMT_PROFILE_HOOK(2)
+SIMT_PROFILE_HOOK(4)
+SIMT_PROFILE_HOOK(8)
+SIMT_PROFILE_HOOK(16)
+#undef SIMT_PROFILE_HOOK
+extern "C" void __asan_loadN_noabort(std::uintptr_t address, std::size_t size) {
+  simt::profile::detail::hook(address, static_cast<std::uint32_t>(size), simt::profile::Op::load,
+                              __builtin_return_address(0));
+}
+extern "C" void __asan_storeN_noabort(std::uintptr_t address, std::size_t size) {
+  simt::profile::detail::hook(address, static_cast<std::uint32_t>(size), simt::profile::Op::store,
+                              __builtin_return_address(0));
+}
+extern "C" void __asan_handle_no_return() {}
+// Called around a translation unit's dynamic initialisation of globals (for ASan's init-order
+// check): nothing to do here.
+extern "C" void __asan_before_dynamic_init(const char*) {}
+extern "C" void __asan_after_dynamic_init() {}
+#endif
