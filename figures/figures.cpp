@@ -1,4 +1,4 @@
-// figures/figures.cpp: all four figures, and writing them to a folder (line 5 of figures.h).
+// figures/figures.cpp: all five figures, and writing them to a folder (line 5 of figures.h).
 #include "figures/figures.h"
 
 #include <fstream>
@@ -24,7 +24,8 @@ std::vector<Figure> make_figures(const std::filesystem::path& benchmarks) {
   return {{"online-softmax.svg", online_softmax_figure()},
           {"flash-attention-2-tiles.svg", tiles_figure()},
           {"hbm-traffic.svg", traffic_figure(measured)},
-          {"worked-example.svg", worked_example_figure()}};
+          {"worked-example.svg", worked_example_figure()},
+          {"backward-tiles.svg", backward_tiles_figure()}};
 }
 
 void write_figures(const std::filesystem::path& folder, const std::filesystem::path& benchmarks) {

@@ -17,7 +17,9 @@
 //                                     when docs/benchmarks.md has them
 //   4. worked-example.svg             worked_example_figure(): static;
 //                                     ch03::trace_online_weighted_sum of the worked example
-//   5. write_figures() writes all four into a folder.
+//   5. backward-tiles.svg             backward_tiles_figure(): static; ch07::walk_backward, causal:
+//                                     the tiles one block of each backward kernel touches
+//   6. write_figures() writes all five into a folder.
 //
 // Source: the seeds (the worked example; the traffic table, BF16, blocks of 128).
 // Run it: cmake --build build/default --target figures   (rewrites docs/figures/*.svg)
@@ -51,7 +53,7 @@ inline constexpr std::uint64_t random_row_seed = 39;
 inline constexpr double random_row_stddev = 1.5;
 std::vector<double> random_row();
 
-// Figure 1 (online-softmax.svg). The four figure functions throw nothing for their built-in
+// Figure 1 (online-softmax.svg). The figure functions throw nothing for their built-in
 // inputs (std::logic_error from svg.h would mean a mistake in the figure's own code).
 std::string online_softmax_figure();
 
@@ -65,13 +67,16 @@ std::string traffic_figure(const std::optional<MeasuredTraffic>& measured);
 // Figure 4 (worked-example.svg).
 std::string worked_example_figure();
 
+// Figure 5 (backward-tiles.svg).
+std::string backward_tiles_figure();
+
 // One figure file: its name in docs/figures/ and its content.
 struct Figure {
   std::string name;
   std::string svg;
 };
 
-// All four figures. benchmarks: the path of docs/benchmarks.md; a missing file means no
+// All five figures. benchmarks: the path of docs/benchmarks.md; a missing file means no
 // measurements. Throws std::invalid_argument when the file holds a measured table that cannot be
 // read (read_measured_traffic's message), std::runtime_error when it exists but cannot be read.
 std::vector<Figure> make_figures(const std::filesystem::path& benchmarks);

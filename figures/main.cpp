@@ -1,6 +1,6 @@
 // make_figures: writes the figures of docs/ from the chapters' own functions (figures/figures.h).
 //
-//   make_figures <folder>                                  the four SVG files, into <folder>
+//   make_figures <folder>                                  the SVG files, into <folder>
 //   make_figures <folder> --benchmarks docs/benchmarks.md  with the measured bytes of figure 3
 //
 // The build target `figures` runs it with docs/figures/ and docs/benchmarks.md:
@@ -15,7 +15,7 @@
 #include "figures/figures.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"Writes the four figures of docs/figures/ (SVG) from the chapters' own functions."};
+  CLI::App app{"Writes the figures of docs/figures/ (SVG) from the chapters' own functions."};
   std::string folder;
   std::string benchmarks;
   app.add_option("folder", folder, "the folder to write the figures into (created if missing)")->required();
@@ -25,7 +25,7 @@ int main(int argc, char** argv) {
   try {
     figures::write_figures(folder, benchmarks);
     for (const char* name : {"online-softmax.svg", "flash-attention-2-tiles.svg", "hbm-traffic.svg",
-                             "worked-example.svg"}) {
+                             "worked-example.svg", "backward-tiles.svg"}) {
       fmt::print("wrote {}\n", (std::filesystem::path(folder) / name).string());
     }
   } catch (const std::exception& e) {

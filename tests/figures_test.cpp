@@ -136,7 +136,7 @@ TEST_CASE("the committed figures are what the chapters' code draws now", "[figur
   TemporaryFolder folder;
   figures::write_figures(folder.path, source_dir / "docs" / "benchmarks.md");
   for (const char* name : {"online-softmax.svg", "flash-attention-2-tiles.svg", "hbm-traffic.svg",
-                           "worked-example.svg"}) {
+                           "worked-example.svg", "backward-tiles.svg"}) {
     const std::filesystem::path committed_path = source_dir / "docs" / "figures" / name;
     INFO("figure " << name);
     REQUIRE(std::filesystem::exists(committed_path));
