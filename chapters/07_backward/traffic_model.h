@@ -37,7 +37,7 @@
 //
 // Source: Dao 2023, FlashAttention-2, Algorithm 2 and section 3.1.2; Dao et al. 2022, FlashAttention,
 // Theorem 5 (the backward pass's IO complexity, Theta(N^2 d^2 / M), as the forward's).
-// Run the demo: build/default/bin/ch07_backward --traffic
+// Run the demo: build/default/bin/ch07_backward (it prints the model for a self-attention shape)
 #pragma once
 
 #include <algorithm>
