@@ -217,13 +217,18 @@ TEST_CASE("the deterministic dQ agrees with the float64 gradient and with the at
   // The two dQ take the same products and sum them in another order: tile partial sums added by
   // atomics against one running sum per element. Both stay within float32 rounding of each other:
   // their distance is at most the sum of their distances from the reference, which gradient_bound
-  // limits; and dK, dV come from the same code in both runs, so they are the same bits.
+  // limits. dK and dV come from the same code in both runs: on the CPU (no fused multiply-add
+  // contraction in this build) the same bits; nvcc compiles the two instances of the kernel on its
+  // own, so on a GPU each is held to the reference instead.
   const auto dq = fa::compare(deterministic.dQ.values, atomic.dQ.values);
   INFO("deterministic against atomic dQ: " << fa::describe(dq));
   const double f32 = fa::compare(p.float32.dQ.values, p.reference.dQ.values).rel_l2;
   CHECK(dq.rel_l2 <= 2 * ch07::gradient_bound(f32));
+  check_against_reference(p, atomic);
+#if !FA_TEST_ON_GPU
   CHECK(deterministic.dK.values == atomic.dK.values);
   CHECK(deterministic.dV.values == atomic.dV.values);
+#endif
 }
 
 TEST_CASE("rows that see no key give zero gradients, never NaN", "[ch07][sanitizer]") {

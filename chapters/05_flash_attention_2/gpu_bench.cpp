@@ -25,55 +25,18 @@
 #include "chapters/05_flash_attention_2/backends.h"
 #include "chapters/05_flash_attention_2/traffic_model.h"
 #include "common/cuda_check.h"  // after <cuda_runtime.h>
+#include "common/gpu_timing.h"
 #include "common/random.h"
 
 namespace {
 
-// Float32 device memory for the benchmark, filled from host values or left uninitialised. (This
-// file is compiled by the host compiler, so it uses the CUDA runtime directly rather than
-// simt::DeviceBuffer, whose GPU version is for nvcc-compiled code.)
-class DeviceArray {
- public:
-  explicit DeviceArray(std::size_t count) { FA_CUDA_CHECK(cudaMalloc(&data_, count * sizeof(float))); }
-  explicit DeviceArray(const std::vector<float>& host) : DeviceArray(host.size()) {
-    FA_CUDA_CHECK(cudaMemcpy(data_, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
-  }
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-  ~DeviceArray() { cudaFree(data_); }
-  float* data() const { return data_; }
-
- private:
-  float* data_ = nullptr;
-};
+using fa::gpu_bench::DeviceArray;
+using fa::gpu_bench::median_ms;
 
 struct Config {
   int batch = 4, heads = 16, seq_len = 1024, head_dim = 64;
   bool causal = false;
 };
-
-// Median of `runs` timings of launch(), in milliseconds, after `warmup` untimed calls.
-template <class Launch>
-double median_ms(const Launch& launch, int warmup, int runs) {
-  for (int w = 0; w < warmup; ++w) launch();
-  cudaEvent_t start, stop;
-  FA_CUDA_CHECK(cudaEventCreate(&start));
-  FA_CUDA_CHECK(cudaEventCreate(&stop));
-  std::vector<float> times;
-  for (int r = 0; r < runs; ++r) {
-    FA_CUDA_CHECK(cudaEventRecord(start));
-    launch();
-    FA_CUDA_CHECK(cudaEventRecord(stop));
-    FA_CUDA_CHECK(cudaEventSynchronize(stop));
-    float ms = 0;
-    FA_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    times.push_back(ms);
-  }
-  FA_CUDA_CHECK(cudaEventDestroy(start));
-  FA_CUDA_CHECK(cudaEventDestroy(stop));
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
-}
 
 double tflops(const Config& c, double ms) {
   const double n = c.seq_len;

@@ -23,49 +23,13 @@
 #include "chapters/05_flash_attention_2/backends.h"
 #include "chapters/07_backward/backends.h"
 #include "common/cuda_check.h"  // after <cuda_runtime.h>
+#include "common/gpu_timing.h"
 #include "common/random.h"
 
 namespace {
 
-// Float32 device memory, filled from host values or left uninitialised. (This file is compiled by
-// the host compiler, so it uses the CUDA runtime directly rather than simt::DeviceBuffer.)
-class DeviceArray {
- public:
-  explicit DeviceArray(std::size_t count) { FA_CUDA_CHECK(cudaMalloc(&data_, count * sizeof(float))); }
-  explicit DeviceArray(const std::vector<float>& host) : DeviceArray(host.size()) {
-    FA_CUDA_CHECK(cudaMemcpy(data_, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
-  }
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-  ~DeviceArray() { cudaFree(data_); }
-  float* data() const { return data_; }
-
- private:
-  float* data_ = nullptr;
-};
-
-// Median of `runs` timings of launch(), in milliseconds, after `warmup` untimed calls.
-template <class Launch>
-double median_ms(const Launch& launch, int warmup, int runs) {
-  for (int w = 0; w < warmup; ++w) launch();
-  cudaEvent_t start, stop;
-  FA_CUDA_CHECK(cudaEventCreate(&start));
-  FA_CUDA_CHECK(cudaEventCreate(&stop));
-  std::vector<float> times;
-  for (int r = 0; r < runs; ++r) {
-    FA_CUDA_CHECK(cudaEventRecord(start));
-    launch();
-    FA_CUDA_CHECK(cudaEventRecord(stop));
-    FA_CUDA_CHECK(cudaEventSynchronize(stop));
-    float ms = 0;
-    FA_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    times.push_back(ms);
-  }
-  FA_CUDA_CHECK(cudaEventDestroy(start));
-  FA_CUDA_CHECK(cudaEventDestroy(stop));
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
-}
+using fa::gpu_bench::DeviceArray;
+using fa::gpu_bench::median_ms;
 
 // 2.5 x the forward's 4 b h N^2 d, halved when causal (FlashAttention's benchmark convention).
 double tflops(int batch, int heads, int n, int d, bool causal, double ms) {
@@ -82,7 +46,7 @@ int main(int argc, char** argv) {
   int batch = 4, heads = 16, warmup = 2, runs = 10;
   bool once = false;
   app.add_option("--seq", seq_lens, "sequence lengths (queries = keys)")->check(CLI::PositiveNumber);
-  app.add_option("--head-dim", head_dims, "head dims (32, 64 or 128)")->check(CLI::IsMember({32, 64, 128}));
+  app.add_option("--head-dim", head_dims, "head dims (32, 64 or 128)")->check(CLI::IsMember(std::vector<int>{32, 64, 128}));
   app.add_option("--batch", batch, "batch size")->check(CLI::PositiveNumber);
   app.add_option("--heads", heads, "heads")->check(CLI::PositiveNumber);
   app.add_option("--warmup", warmup, "untimed passes first")->check(CLI::NonNegativeNumber);

@@ -10,6 +10,7 @@
 // bounds of gradient_check.h, the ones tests/07_backward_test.cpp uses. Exit status 1 on FAIL.
 #include <cstdint>
 #include <exception>
+#include <stdexcept>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -75,7 +76,11 @@ int main(int argc, char** argv) {
   try {
     const fa::Device device = fa::chosen_device(cli);
     const fa::AttentionProblem in = fa::load_or_draw(cli);
-    ch07::check_head_dim(in.Q.shape.head_dim);
+    try {
+      ch07::check_head_dim(in.Q.shape.head_dim);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(fmt::format("{}: {}", in.origin, e.what()));  // name the files
+    }
     const fa::Tensor4<float> dO = load_or_draw_dO(do_path, in.Q.shape, cli.seed);
     const std::size_t seq_len_k = in.K.shape.seq_len;
     const ch07::DqMethod method = deterministic ? ch07::DqMethod::deterministic : ch07::DqMethod::atomic;
