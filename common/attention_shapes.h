@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstddef>
 #include <stdexcept>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -44,6 +45,24 @@ inline AttentionShape check_attention_shapes(const Shape4& q, const Shape4& k, c
   if (q.batch != k.batch || q.heads != k.heads) fail("Q, K and V must have the same batch and heads");
   if (q.head_dim != k.head_dim) fail("Q and K must have the same head_dim");
   return {q.batch, q.heads, q.seq_len, k.seq_len, q.head_dim};
+}
+
+// The number of query rows of the problem, batch * heads * seq_len_q: the rows of O and of L.
+inline std::size_t attention_rows(const AttentionShape& s) { return s.batch * s.heads * s.seq_len_q; }
+
+// At most `most` flat row indices spread evenly over [0, rows), first and last included; all of
+// them when rows <= most. Used where a check evaluates a reference on some rows only. Never throws.
+inline std::vector<std::size_t> sample_rows(std::size_t rows, std::size_t most) {
+  std::vector<std::size_t> picked;
+  if (rows == 0 || most == 0) return picked;
+  if (rows <= most || most == 1) {
+    for (std::size_t r = 0; r < std::min(rows, most); ++r) picked.push_back(r);
+    return picked;
+  }
+  for (std::size_t n = 0; n < most; ++n) {
+    picked.push_back(static_cast<std::size_t>(static_cast<long double>(n) * (rows - 1) / (most - 1)));
+  }
+  return picked;
 }
 
 // The default softmax scale, 1/sqrt(head_dim) (Vaswani et al. 2017, section 3.2.1).

@@ -31,6 +31,8 @@
 #include <fmt/format.h>
 #include <unistd.h>  // isatty
 
+#include "common/compare.h"
+
 namespace fa::demo {
 
 // ---------------------------------------------------------------------------------------------
@@ -93,6 +95,15 @@ struct Check {
 inline std::string verdict_line(const Check& c, bool colour) {
   const std::string word = c.pass ? paint("PASS", pass_style, colour) : paint("FAIL", fail_style, colour);
   return fmt::format("{}  {}: {}; bound {}", word, c.checked, c.error, c.bound);
+}
+
+// The error field of a check for one compared tensor: "O rel L2 4.1e-07", and where either side
+// holds NaN or an infinity, their counts: "O rel L2 2.7e-07, 6400 NaN, all where the reference has
+// the same" (compare.h, nonfinite_report). A verdict can then never say PASS over NaN silently.
+inline std::string error_field(std::string_view name, const ErrorStats& s) {
+  std::string text = fmt::format("{} rel L2 {:.2g}", name, s.rel_l2);
+  if (const std::string nonfinite = nonfinite_report(s); !nonfinite.empty()) text += ", " + nonfinite;
+  return text;
 }
 
 // Prints a blank line and then verdict_line(c) on stdout.

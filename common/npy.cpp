@@ -11,9 +11,15 @@
 //   6. the data, read straight into the tensor (byte-swapped on a big-endian host)
 #include "common/npy.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -27,6 +33,8 @@
 #include <vector>
 
 #include <fmt/format.h>
+
+#include "common/memory.h"
 
 namespace fa {
 namespace {
@@ -254,9 +262,14 @@ std::optional<std::uint64_t> data_bytes(const std::vector<std::int64_t>& dims) {
   return bytes;
 }
 
-}  // namespace
+// Steps 1-5: everything before the data. Leaves `in` at the first data byte; returns the shape and
+// the number of data bytes (which the file holds exactly).
+struct Header {
+  Shape4 shape;
+  std::uint64_t data_bytes = 0;
+};
 
-Tensor4<float> read_npy_f32_4d(std::istream& in, const std::string& name) {
+Header read_header(std::istream& in, const std::string& name) {
   // The size of what follows, from the current position.
   const std::streampos start = in.tellg();
   in.seekg(0, std::ios::end);
@@ -333,10 +346,38 @@ Tensor4<float> read_npy_f32_4d(std::istream& in, const std::string& name) {
                            "the header ({} too many)", shape_text(*fields.shape), *needed, available,
                            available - *needed));
   }
+  return {shape, *needed};
+}
+
+// Regular files only: opening a FIFO would wait for a writer, and a device has no size to check.
+void require_regular_file(const std::string& path) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(status)) {
+    fail(path, fmt::format("cannot open for reading: {}", ec ? ec.message() : "no such file"));
+  }
+  if (std::filesystem::is_directory(status)) fail(path, "is a directory, not a .npy file");
+  if (!std::filesystem::is_regular_file(status)) {
+    fail(path, "is not a regular file (a FIFO, a socket or a device): give a .npy file");
+  }
+}
+
+}  // namespace
+
+Tensor4<float> read_npy_f32_4d(std::istream& in, const std::string& name) {
+  const Header header = read_header(in, name);
+  // The tensor is allocated whole: refuse a shape that the machine cannot hold (a sparse file can
+  // claim terabytes of data in a few bytes of disk), before allocating.
+  MemoryPlan plan;
+  plan.add(fmt::format("the values of {}", name), header.data_bytes);
+  plan.check(name);
 
   // Step 6: the values, little-endian float32.
-  Tensor4<float> t(shape);
-  read_exactly(t.values.data(), *needed);
+  Tensor4<float> t(header.shape);
+  if (header.data_bytes > 0) {
+    in.read(reinterpret_cast<char*>(t.values.data()), static_cast<std::streamsize>(header.data_bytes));
+    if (static_cast<std::uint64_t>(in.gcount()) != header.data_bytes) fail(name, "read error");
+  }
   if constexpr (std::endian::native == std::endian::big) {
     for (float& x : t.values) {
       unsigned char b[4];
@@ -349,11 +390,17 @@ Tensor4<float> read_npy_f32_4d(std::istream& in, const std::string& name) {
 }
 
 Tensor4<float> read_npy_f32_4d(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) fail(path, "is a directory, not a .npy file");
+  require_regular_file(path);
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(path, fmt::format("cannot open for reading: {}", std::generic_category().message(errno)));
   return read_npy_f32_4d(in, path);
+}
+
+Shape4 read_npy_shape(const std::string& path) {
+  require_regular_file(path);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(path, fmt::format("cannot open for reading: {}", std::generic_category().message(errno)));
+  return read_header(in, path).shape;
 }
 
 void write_npy_f32(std::ostream& out, const Tensor4<float>& t, const std::string& name) {
@@ -391,12 +438,53 @@ void write_npy_f32(std::ostream& out, const Tensor4<float>& t, const std::string
   if (!out) fail(name, "write error (is the disk full?)");
 }
 
+void check_output_path(const std::string& path) {
+  if (path.empty()) fail("output file", "the path is empty: give a file name such as o.npy");
+  std::error_code ec;
+  const std::filesystem::path target(path);
+  if (std::filesystem::is_directory(target, ec)) fail(path, "is a directory: give a file name such as o.npy");
+  const auto status = std::filesystem::status(target, ec);
+  if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) {
+    fail(path, "exists and is not a regular file (a FIFO, a socket or a device); give a file name");
+  }
+  const std::filesystem::path folder = target.has_parent_path() ? target.parent_path() : ".";
+  if (!std::filesystem::is_directory(folder, ec)) {
+    fail(path, fmt::format("the folder {} does not exist", folder.string()));
+  }
+  if (access(folder.c_str(), W_OK | X_OK) != 0) {
+    fail(path, fmt::format("cannot write into the folder {}: {}", folder.string(),
+                           std::generic_category().message(errno)));
+  }
+}
+
 void write_npy_f32(const std::string& path, const Tensor4<float>& t) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) fail(path, fmt::format("cannot open for writing: {}", std::generic_category().message(errno)));
-  write_npy_f32(out, t, path);
-  out.close();
-  if (!out) fail(path, "write error while closing the file (is the disk full?)");
+  check_output_path(path);
+  // A write past `ulimit -f` raises SIGXFSZ, which would end the process with the temporary file
+  // half written; ignored, the write fails with EFBIG instead and the error below reports it.
+  std::signal(SIGXFSZ, SIG_IGN);
+  // Write a temporary file in the same folder, then rename it over `path`: rename() within one
+  // file system replaces the file whole, so `path` holds either its old contents or all of the new.
+  std::string temporary = path + ".XXXXXX";
+  const int fd = mkstemp(temporary.data());
+  if (fd < 0) fail(path, fmt::format("cannot create a temporary file beside it: {}", std::generic_category().message(errno)));
+  close(fd);
+  try {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    if (!out) fail(path, fmt::format("cannot open for writing: {}", std::generic_category().message(errno)));
+    write_npy_f32(out, t, path);
+    out.close();
+    if (!out) fail(path, "write error while closing the file (is the disk full?)");
+    // mkstemp creates the file readable by its owner only; give it the permissions a new file gets.
+    const mode_t mask = umask(0);
+    umask(mask);
+    chmod(temporary.c_str(), 0666 & ~mask);
+    if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+      fail(path, fmt::format("cannot replace the file: {}", std::generic_category().message(errno)));
+    }
+  } catch (...) {
+    std::remove(temporary.c_str());
+    throw;
+  }
 }
 
 }  // namespace fa

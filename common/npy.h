@@ -32,7 +32,8 @@ namespace fa {
 // Reads a .npy file holding a float32, C-order, 4-D array. Returns it as a Tensor4 whose shape is
 // the file's [batch, heads, seq_len, head_dim] (dimensions of 0 are allowed: the caller checks
 // what it needs). Throws std::runtime_error, the message starting with the path, when the file
-// cannot be opened, is not a .npy file, has another dtype ("q.npy: dtype '<f8' is not supported:
+// cannot be opened, is not a regular file (a FIFO would make the read wait forever), is not a
+// .npy file, holds more data than the machine has memory for, has another dtype ("q.npy: dtype '<f8' is not supported:
 // expected '<f4' (float32, little-endian) ..."), Fortran order, a shape that is not 4-D or has a
 // negative dimension, or fewer or more data bytes than its shape needs.
 Tensor4<float> read_npy_f32_4d(const std::string& path);
@@ -41,9 +42,22 @@ Tensor4<float> read_npy_f32_4d(const std::string& path);
 // what follows is checked before the data is read). `name` starts every error message.
 Tensor4<float> read_npy_f32_4d(std::istream& in, const std::string& name);
 
+// The shape a .npy file holds, after every check of read_npy_f32_4d except the memory check, without
+// reading the data: what a demo plans its memory from before it loads anything. Throws as
+// read_npy_f32_4d.
+Shape4 read_npy_shape(const std::string& path);
+
+// Throws std::runtime_error naming the path unless a file can be written there: the path is not
+// empty, not a directory or another non-regular file, and its folder exists and is writable. A
+// demo calls it before its computation, so that a typo in --out does not cost the whole run.
+void check_output_path(const std::string& path);
+
 // Writes t as a .npy file: format version 1.0, descr '<f4', fortran_order False, shape
 // (batch, heads, seq_len, head_dim), the header padded so that the data starts at a multiple of 64
-// bytes, as NumPy does. Throws std::runtime_error naming the path when the file cannot be written.
+// bytes, as NumPy does. The file is replaced whole or not at all: it is written to a temporary file
+// in the same folder and renamed over path, so a write that fails part way (disk full, ulimit -f)
+// leaves an earlier file untouched. Throws std::runtime_error naming the path when it cannot be
+// written (check_output_path's reasons, or a failed write).
 void write_npy_f32(const std::string& path, const Tensor4<float>& t);
 
 // The same, to a stream. `name` starts every error message.

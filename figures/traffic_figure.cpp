@@ -1,6 +1,6 @@
 // figures/traffic_figure.cpp: figure 3, hbm-traffic.svg, bytes to and from HBM on a log scale.
 //
-//   a. left: for each of the seed's sizes (ch05::seed_traffic_cases), the three columns of
+//   a. left: for each of the seed's sizes (ch05::traffic_table_cases), the three columns of
 //      ch05::traffic_row: standard attention, FlashAttention-2 without L2 reuse (the tile walk),
 //      and the floor (every value once), labelled as ch05::format_megabytes prints them
 //   b. right: where docs/benchmarks.md has the Nsight Compute table (measured_traffic.h), the
@@ -107,7 +107,7 @@ std::string legend(double x, double y, const std::vector<std::pair<std::string, 
 
 // (a) The model at the seed's sizes.
 std::string model_panel() {
-  const std::vector<ch05::TrafficCase> cases = ch05::seed_traffic_cases();
+  const std::vector<ch05::TrafficCase> cases = ch05::traffic_table_cases();
   std::vector<ch05::TrafficRow> rows;
   std::vector<double> all_mb;
   for (const ch05::TrafficCase& c : cases) {
@@ -222,7 +222,7 @@ std::string traffic_figure(const std::optional<MeasuredTraffic>& measured) {
   body += measured_panel(measured);
 
   std::vector<std::string> rows;
-  for (const ch05::TrafficCase& c : ch05::seed_traffic_cases()) {
+  for (const ch05::TrafficCase& c : ch05::traffic_table_cases()) {
     const ch05::TrafficRow r = ch05::traffic_row(c);
     rows.push_back(fmt::format("{} x {}: standard {} MB, FlashAttention-2 {} MB, floor {} MB", c.seq_len,
                                c.head_dim, ch05::format_megabytes(r.standard), ch05::format_megabytes(r.fa2),

@@ -29,19 +29,10 @@ constexpr T inf = std::numeric_limits<T>::infinity();
 template <class T>
 constexpr T quiet_nan = std::numeric_limits<T>::quiet_NaN();
 
-// The agreement budget between two softmaxes of the same n scores. m is the same in both; l is the
-// same n positive terms added in a different order and at different scales (online: rescaled each
-// time the max rises, and summed block by block), so each l differs from the exact sum by its own
-// summation error. That error is at most n * eps but, with roundings that do not all lean the same
-// way, grows like sqrt(n) * eps: the worst measured over 30 seeds at n = 100000 was 32 eps (double)
-// and 88 eps (float) for blocks of 1, 127 eps and 902 eps for blocks of 2 to 64; over 300 seeds at
-// n = 10 and 1000 it was smaller; all below 3 * sqrt(n) * eps. 16 * sqrt(n + 1) * eps leaves 5x
-// room; a wrong recurrence is off by O(1).
-// (In float most terms fall below half an ulp of l and are rounded away, a bias that grows like n
-// rather than sqrt(n): this budget holds to n of a few million, beyond what these tests draw.)
+// The chapter's bound, 16 sqrt(n + 1) eps: its reason is beside ch02::order_bound.
 template <class T>
 double order_tolerance(std::size_t n) {
-  return 16.0 * std::sqrt(static_cast<double>(n) + 1.0) * eps<T>;
+  return ch02::order_bound<T>(n);
 }
 
 struct Difference {

@@ -38,10 +38,9 @@ const std::vector<double> example_values{10.0, 20.0, 30.0, 40.0};
 // within half a unit of the fourth place of the printed one (1e-12 more for our own rounding).
 constexpr double four_places = 0.5e-4 + 1e-12;
 
-// Two ways of adding the same weighted values, in different orders and with differently rounded
-// weights: outputs are weighted means of values below ~5 in size, so they agree to a few hundred
-// eps at worst (the seed measures 1.3e-15 on 1000 keys). A missing rescale is off by O(1).
-constexpr double same_sum_tolerance = 1e-14;
+// The chapter's bound for one query (its reason is beside ch03::kSameSumBound); the values here are
+// below ~5, so max(1, max |v|) is at most 5 and the bound applies to the difference as it is.
+constexpr double same_sum_tolerance = ch03::kSameSumBound;
 
 }  // namespace
 
@@ -88,8 +87,8 @@ TEST_CASE("the worked example's output is 28.98474626", "[ch03]") {
   // The seed prints eight places: the exact output is within 0.5e-8 of them; 1e-8 as the issue asks.
   const auto online = ch03::online_weighted_sum(example_scores, matrix(example_values, 1), 2);
   const auto all_at_once = ch03::weighted_sum_all_at_once(example_scores, matrix(example_values, 1));
-  CHECK(std::fabs(online[0] - 28.98474626) <= 1e-8);
-  CHECK(std::fabs(all_at_once[0] - 28.98474626) <= 1e-8);
+  CHECK(std::fabs(online[0] - ch03::kWorkedExampleOutput) <= ch03::kWorkedExampleBound);
+  CHECK(std::fabs(all_at_once[0] - ch03::kWorkedExampleOutput) <= ch03::kWorkedExampleBound);
 }
 
 TEST_CASE("1000 scores drawn normal(0, 4) in blocks of 64 agree with the all-at-once form", "[ch03]") {
@@ -283,12 +282,8 @@ Reference reference_attention(const Problem& p, const std::vector<double>& q,
   return r;
 }
 
-// Scores are dot products of head_dim terms rounded in double: each is off by at most about
-// head_dim * eps * scale * sum_d |q_d k_d| (~4e-14 for head_dim 64 with normal(0, 1) inputs), which
-// moves an output by at most twice that times max |v| (< 6), and the sums of up to 257 terms add
-// ~257 * eps * max |v|: ~5e-13 together, for O and L alike. A wrong index, a lost block or a
-// missing rescale is off by O(0.1).
-constexpr double attention_tolerance = 1e-12;
+// The chapter's bound for whole attention: its reason is beside ch03::kAttentionBound.
+constexpr double attention_tolerance = ch03::kAttentionBound;
 
 template <class T>
 void check_attention(const Problem& p, std::size_t key_block, bool causal, std::uint64_t seed) {

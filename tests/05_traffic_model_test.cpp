@@ -80,7 +80,7 @@ TEST_CASE("the closed forms and the walk give the seed's table exactly", "[ch05]
 }
 
 TEST_CASE("the printed table shows the seed's numbers on the seed's rows", "[ch05]") {
-  const std::vector<TrafficCase> cases = ch05::seed_traffic_cases();
+  const std::vector<TrafficCase> cases = ch05::traffic_table_cases();
   const std::string table = ch05::format_traffic_table(cases);
   INFO(table);
   const std::vector<std::pair<std::string, std::vector<std::string>>> expected = {

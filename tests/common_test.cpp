@@ -1,11 +1,17 @@
 // Tests of common/: views, generators and error measures.
 #include <cmath>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
 #include <limits>
 #include <vector>
 
 #include "catch.h"
+#include "common/attention_shapes.h"
+#include "common/cli.h"
 #include "common/compare.h"
 #include "common/device.h"
+#include "common/memory.h"
 #include "common/random.h"
 #include "common/tensor.h"
 
@@ -92,4 +98,95 @@ TEST_CASE("device names parse, and an unknown one is refused", "[common]") {
   CHECK(fa::parse_device("gpu") == fa::Device::gpu);
   CHECK_THROWS_AS(fa::parse_device("tpu"), std::invalid_argument);
   CHECK(fa::to_string(fa::Device::gpu) == "gpu");
+}
+
+TEST_CASE("compare counts NaN and infinities on both sides and says where they differ", "[common]") {
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  const std::vector<double> ref{1.0, nan, nan, -inf, 2.0};
+  const auto same = fa::compare(std::vector<double>{1.0, nan, nan, -inf, 2.0}, ref);
+  CHECK(same.out_nan == 2);
+  CHECK(same.ref_nan == 2);
+  CHECK(same.out_inf == 1);
+  CHECK(same.nonfinite_mismatch == 0);
+  CHECK(fa::agrees(same, 0.0));
+  CHECK(fa::nonfinite_report(same) == "2 NaN and 1 inf, all where the reference has them too");
+  // A NaN where the reference has a number, and a number where it has NaN: never agreement.
+  const auto moved = fa::compare(std::vector<double>{nan, 1.0, nan, -inf, 2.0}, ref);
+  CHECK(moved.nonfinite_mismatch == 2);
+  CHECK(moved.first_mismatch == 0);
+  CHECK_FALSE(fa::agrees(moved, 1e300));
+  CHECK(fa::nonfinite_report(moved).find("2 non-finite values where the reference differs (first at index 0)") == 0);
+  CHECK(fa::describe(moved).find("; 2 non-finite values") != std::string::npos);
+  // Nothing non-finite: nothing said.
+  CHECK(fa::nonfinite_report(fa::compare(std::vector<double>{1.0}, std::vector<double>{1.0})).empty());
+}
+
+TEST_CASE("size flags accept whole integers in range and nothing else", "[common]") {
+  CHECK(fa::cli::parse_integer("64", 1, 100) == 64u);
+  CHECK(fa::cli::parse_integer("1", 1, 100) == 1u);
+  CHECK_FALSE(fa::cli::parse_integer("0", 1, 100));
+  CHECK_FALSE(fa::cli::parse_integer("-1", 1, 100));   // never wraps around
+  CHECK_FALSE(fa::cli::parse_integer("+3", 1, 100));
+  CHECK_FALSE(fa::cli::parse_integer("3.0", 1, 100));
+  CHECK_FALSE(fa::cli::parse_integer("1e3", 1, 10000));
+  CHECK_FALSE(fa::cli::parse_integer("", 1, 100));
+  CHECK_FALSE(fa::cli::parse_integer("101", 1, 100));
+  CHECK_FALSE(fa::cli::parse_integer("99999999999999999999999", 1, UINT64_MAX));
+  CHECK(fa::cli::integer_error("0", 1, 2147483647) == "0 is not accepted; give an integer from 1 to 2147483647");
+}
+
+TEST_CASE("number lists refuse empty lists and empty items, and keep inf and nan", "[common]") {
+  CHECK(fa::cli::parse_number_list("--scores", "1,3, 5 ,2") == std::vector<double>{1, 3, 5, 2});
+  const auto special = fa::cli::parse_number_list("--scores", "-inf,nan,1e3");
+  CHECK(std::isinf(special[0]));
+  CHECK(std::isnan(special[1]));
+  CHECK(special[2] == 1000.0);
+  auto message = [](const char* text) -> std::string {
+    try {
+      (void)fa::cli::parse_number_list("--scores", text);
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "";
+  };
+  CHECK(message("").find("--scores '': the list is empty") == 0);
+  CHECK(message("1,,2").find("--scores 1,,2: item 2 is empty") == 0);
+  CHECK(message("1,").find("item 2 is empty") != std::string::npos);
+  CHECK(message("1,x").find("item 2 ('x') is not a number") != std::string::npos);
+}
+
+TEST_CASE("a scale is accepted only where float32 holds it", "[common]") {
+  CHECK_NOTHROW(fa::cli::check_float32_scale("test", 0.125));
+  CHECK_NOTHROW(fa::cli::check_float32_scale("test", 0.0));
+  CHECK_NOTHROW(fa::cli::check_float32_scale("test", -3e38));
+  CHECK_THROWS_AS(fa::cli::check_float32_scale("test", 1e39), std::invalid_argument);
+  CHECK_THROWS_AS(fa::cli::check_float32_scale("test", std::nan("")), std::invalid_argument);
+}
+
+TEST_CASE("a memory plan adds without wrapping and refuses what does not fit, with the figures", "[common]") {
+  CHECK(fa::saturating_mul(UINT64_MAX / 2, 3) == UINT64_MAX);
+  CHECK(fa::saturating_add(UINT64_MAX, 1) == UINT64_MAX);
+  CHECK(fa::format_bytes(8390000000ULL) == "8.39 GB");
+  CHECK(fa::available_memory_bytes() > 0);
+  fa::MemoryPlan small;
+  small.add("a little", 1024);
+  CHECK_NOTHROW(small.check("test"));
+  fa::MemoryPlan huge;
+  huge.add("Q, K, V", 1000);
+  huge.add("S and P", fa::saturating_mul(UINT64_MAX, 2));
+  try {
+    huge.check("ch04_naive_attention");
+    FAIL("a plan of 2^64 bytes was accepted");
+  } catch (const std::runtime_error& e) {
+    const std::string message = e.what();
+    CHECK(message.find("ch04_naive_attention: this run needs more than 18 EB") == 0);
+    CHECK(message.find("S and P: more than 18 EB") != std::string::npos);
+  }
+}
+
+TEST_CASE("sample_rows spreads its rows evenly and keeps the first and the last", "[common]") {
+  CHECK(fa::sample_rows(5, 512) == std::vector<std::size_t>{0, 1, 2, 3, 4});
+  const auto rows = fa::sample_rows(1000, 5);
+  CHECK(rows == std::vector<std::size_t>{0, 249, 499, 749, 999});
+  CHECK(fa::sample_rows(0, 5).empty());
 }

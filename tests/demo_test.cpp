@@ -2,6 +2,9 @@
 // collects from every demo and prints as one table.
 #include <cstdio>
 #include <filesystem>
+#include <functional>
+#include <limits>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -9,7 +12,9 @@
 #include <unistd.h>  // getpid
 
 #include "catch.h"
+#include "common/cli.h"
 #include "common/demo.h"
+#include "common/program.h"
 
 namespace {
 
@@ -115,4 +120,33 @@ TEST_CASE("the summary table lines up its columns and counts the checks that pas
 
   CHECK(fa::demo::summary_table(checks, true).find("\x1b[") != std::string::npos);
   CHECK(fa::demo::summary_table({}, false).find("0 of 0 checks passed") != std::string::npos);
+}
+
+TEST_CASE("a demo's exit status: 0 for PASS, 1 for FAIL or an error, 2 for a refused flag", "[common]") {
+  auto run = [](std::vector<std::string> args, std::function<std::optional<fa::demo::Check>()> body) {
+    fa::demo::Program program("test");
+    std::size_t n = 1;
+    fa::cli::add_size(program.app(), "--n", n, "a size");
+    std::vector<char*> argv{const_cast<char*>("demo")};
+    for (auto& a : args) argv.push_back(a.data());
+    return program.run(static_cast<int>(argv.size()), argv.data(), body);
+  };
+  CHECK(run({}, [] { return sample("04", true); }) == 0);
+  CHECK(run({}, [] { return sample("04", false); }) == 1);  // FAIL exits with status 1
+  CHECK(run({}, [] { return std::optional<fa::demo::Check>(); }) == 0);
+  CHECK(run({}, []() -> std::optional<fa::demo::Check> { throw std::runtime_error("boom"); }) == 1);
+  CHECK(run({"--n", "0"}, [] { return sample("04", true); }) == 2);
+  CHECK(run({"--n", "-1"}, [] { return sample("04", true); }) == 2);
+  // --summary appends the check, and a FAIL is written as FAIL.
+  TempFile file;
+  CHECK(run({"--summary", file.path.string()}, [] { return sample("05", false); }) == 1);
+  const auto checks = fa::demo::read_summary(file.path.string());
+  REQUIRE(checks.size() == 1);
+  CHECK_FALSE(checks[0].pass);
+}
+
+TEST_CASE("the verdict's error field counts NaN", "[common]") {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const auto err = fa::compare(std::vector<double>{nan, 1.0}, std::vector<double>{nan, 1.0});
+  CHECK(fa::demo::error_field("O", err) == "O rel L2 0, 1 NaN, all where the reference has them too");
 }

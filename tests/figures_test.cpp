@@ -200,7 +200,7 @@ TEST_CASE("every animation runs over the whole loop: key times from 0 to 1, in o
 
 TEST_CASE("figure 3 labels the seed's table as chapter 05 prints it", "[figures]") {
   const std::string svg = figures::traffic_figure(std::nullopt);
-  for (const ch05::TrafficCase& c : ch05::seed_traffic_cases()) {
+  for (const ch05::TrafficCase& c : ch05::traffic_table_cases()) {
     const ch05::TrafficRow r = ch05::traffic_row(c);
     for (std::uint64_t bytes : {r.standard, r.fa2, r.floor}) {
       const std::string label = ">" + ch05::format_megabytes(bytes) + " MB</text>";

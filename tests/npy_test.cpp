@@ -17,6 +17,9 @@
 
 #include <fmt/format.h>
 
+#include <sys/resource.h>
+#include <sys/stat.h>
+
 #include "catch.h"
 #include "common/npy.h"
 #include "common/random.h"
@@ -269,12 +272,83 @@ TEST_CASE("missing, unreadable and unwritable paths are refused with the path", 
   CHECK(message_of([&] { fa::read_npy_f32_4d(dir.path.string()); }).find("is a directory") != std::string::npos);
   const std::string nowhere = dir.file("no/such/folder/o.npy");
   CHECK(message_of([&] { fa::write_npy_f32(nowhere, fa::Tensor4<float>(fa::Shape4{1, 1, 1, 1})); })
-            .find(nowhere + ": cannot open for writing") == 0);
+            .find(nowhere + ": the folder") == 0);
+  CHECK(message_of([&] { fa::check_output_path(nowhere); }).find("does not exist") != std::string::npos);
+  CHECK(message_of([&] { fa::check_output_path(dir.path.string()); }).find("is a directory") != std::string::npos);
+  CHECK(message_of([&] { fa::check_output_path(dir.file("fine.npy")); }).empty());
   // Files on disk go through the same checks as streams.
   const std::string f8 = dir.file("k.npy");
   std::ofstream(f8, std::ios::binary)
       << npy_file(1, "{'descr': '<f8', 'fortran_order': False, 'shape': (1, 1, 1, 1), }", std::string(8, '\0'));
   CHECK(message_of([&] { fa::read_npy_f32_4d(f8); }).find(f8 + ": dtype '<f8' is not supported") == 0);
+}
+
+TEST_CASE("a FIFO or a device is refused by name instead of waiting for a writer", "[common]") {
+  TempDir dir;
+  const std::string fifo = dir.file("q.npy");
+  REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+  auto message_of = [](const std::string& path) -> std::string {
+    try {
+      (void)fa::read_npy_f32_4d(path);
+    } catch (const std::runtime_error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  CHECK(message_of(fifo).find(fifo + ": is not a regular file") == 0);
+  CHECK(message_of("/dev/zero").find("/dev/zero: is not a regular file") == 0);
+  CHECK_THROWS_AS(fa::read_npy_shape(fifo), std::runtime_error);
+}
+
+TEST_CASE("a file whose shape needs more memory than the machine has is refused before allocating",
+          "[common]") {
+  TempDir dir;
+  // A sparse file: a header that asks for 2^37 floats (512 GiB) and that many bytes of holes.
+  const std::string sparse = dir.file("huge.npy");
+  {
+    std::ofstream out(sparse, std::ios::binary);
+    out << npy_file(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1, 134217728, 1024), }", "");
+  }
+  const std::uintmax_t header_bytes = std::filesystem::file_size(sparse);
+  std::filesystem::resize_file(sparse, header_bytes + (std::uintmax_t{1} << 39));
+  CHECK(fa::read_npy_shape(sparse) == fa::Shape4{1, 1, 134217728, 1024});  // the shape alone is fine
+  try {
+    (void)fa::read_npy_f32_4d(sparse);
+    FAIL("a 512 GiB tensor was accepted");
+  } catch (const std::runtime_error& e) {
+    INFO(e.what());
+    CHECK(std::string(e.what()).find(sparse + ": this run needs 550 GB") == 0);
+    CHECK(std::string(e.what()).find("of memory are available") != std::string::npos);
+  }
+}
+
+TEST_CASE("a write that fails part way leaves the earlier file whole and no partial file", "[common]") {
+  TempDir dir;
+  const std::string path = dir.file("o.npy");
+  const fa::Tensor4<float> small(fa::Shape4{1, 1, 2, 2}, fa::normal<float>(4, 1));
+  fa::write_npy_f32(path, small);
+  const auto before = std::filesystem::file_size(path);
+  // `ulimit -f` of 64 kB: a 1 MB tensor cannot be written whole.
+  rlimit old{};
+  REQUIRE(getrlimit(RLIMIT_FSIZE, &old) == 0);
+  rlimit limit = old;
+  limit.rlim_cur = 64 * 1024;
+  REQUIRE(setrlimit(RLIMIT_FSIZE, &limit) == 0);
+  const fa::Tensor4<float> big(fa::Shape4{1, 1, 512, 512}, 1.0f);
+  std::string message;
+  try {
+    fa::write_npy_f32(path, big);
+  } catch (const std::runtime_error& e) {
+    message = e.what();
+  }
+  REQUIRE(setrlimit(RLIMIT_FSIZE, &old) == 0);
+  INFO(message);
+  CHECK(message.find(path + ": write error") == 0);
+  CHECK(std::filesystem::file_size(path) == before);
+  CHECK(fa::read_npy_f32_4d(path).values == small.values);
+  std::size_t files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path)) files += entry.is_regular_file();
+  CHECK(files == 1);  // the temporary file was removed
 }
 
 TEST_CASE("every truncation and random damage of a good file is refused or read, never a crash",

@@ -9,32 +9,34 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "chapters/01_safe_softmax/safe_softmax.h"
 #include "common/compare.h"
-#include "common/demo.h"
+#include "common/cli.h"
+#include "common/program.h"
 
 namespace {
 
-// The bound of tests/01_safe_softmax_test.cpp for n scores in type T: exp's rounding (amplified by
-// the rounding of x_i - m) plus the rounding of a sum of n terms, 64 eps sqrt(n + 1) with room.
-template <class T>
-double chapter_01_bound(std::size_t n) {
-  return 64.0 * std::numeric_limits<T>::epsilon() * std::sqrt(static_cast<double>(n) + 1.0);
-}
-
 // How far the safe weights of one row are from the definition, and how far they may be.
 struct RowError {
-  double max_rel = 0.0;  // largest relative error of a weight
-  double bound = 0.0;    // chapter_01_bound for the row
+  double max_rel = 0.0;   // largest relative error of a weight
+  double bound = 0.0;     // ch01::definition_bound for the row
+  std::string nonfinite;  // NaN and infinities found, in words (fa::nonfinite_report); empty if none
 };
+
+// "double 1.7e-16" and, where the row holds NaN or inf, what the comparison found of them.
+std::string error_text(const char* type, const RowError& e) {
+  std::string text = fmt::format("{} {:.2g}", type, e.max_rel);
+  if (!e.nonfinite.empty()) text += fmt::format(" ({})", e.nonfinite);
+  return text;
+}
 
 // The definition p_i = exp(x_i) / sum_j exp(x_j) in long double (64-bit mantissa), by chapter 01's
 // textbook_softmax: code apart from safe_softmax, so that a mistake in safe_softmax cannot hide in
@@ -70,21 +72,19 @@ RowError show(const char* type, const std::vector<double>& scores) {
   fmt::print("         safe     {:.6g}\n", fmt::join(safe, ", "));
   const fa::ErrorStats err = fa::compare(safe, definition(x));
   // max_rel skips weights whose reference is 0; a NaN or an infinity there shows in max_abs.
-  return {std::isfinite(err.max_abs) ? err.max_rel : INFINITY, chapter_01_bound<T>(x.size())};
+  return {std::isfinite(err.max_abs) ? err.max_rel : INFINITY, ch01::definition_bound<T>(x.size()),
+          fa::nonfinite_report(err)};
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Chapter 01: the textbook softmax next to the safe softmax (subtract the max first)."};
+  fa::demo::Program program("Chapter 01: the textbook softmax next to the safe softmax (subtract the max first).");
   std::vector<double> scores;
-  std::string summary_path;
-  app.add_option("--scores", scores, "comma-separated scores to run in float and in double, e.g. 1,3,5,2")
-      ->delimiter(',');
-  app.add_option("--summary", summary_path, "append the check against the definition to this file (the tour's)");
-  CLI11_PARSE(app, argc, argv);
-
-  try {
+  fa::cli::add_number_list(program.app(), "--scores", scores,
+                           "comma-separated scores to run in float and in double, e.g. 1,3,5,2")
+      ->default_str("the two overflow examples");
+  return program.run(argc, argv, [&]() -> std::optional<fa::demo::Check> {
     fa::demo::print_heading(1, "safe softmax");
     fa::demo::print_shows(
         "p_i = exp(x_i - max) / sum_j exp(x_j - max): the same weights as exp(x_i) / sum_j exp(x_j),\n"
@@ -101,16 +101,10 @@ int main(int argc, char** argv) {
       fmt::print("\nThe safe weights are exp(0) / (1 + exp(-1)) = 0.731059 and exp(-1) / (1 + exp(-1)) = 0.268941,\n"
                  "whatever constant is added to both scores.\n");
     }
-    const fa::demo::Check check{
+    return fa::demo::Check{
         "01", "safe softmax vs the definition in long double",
-        fmt::format("double {:.2g}, float {:.2g} (max rel)", in_double.max_rel, in_float.max_rel),
+        fmt::format("{}, {} (max rel)", error_text("double", in_double), error_text("float", in_float)),
         fmt::format("{:.1e}, {:.1e}", in_double.bound, in_float.bound),
         in_double.max_rel <= in_double.bound && in_float.max_rel <= in_float.bound};
-    fa::demo::print_verdict(check);
-    if (!summary_path.empty()) fa::demo::append_summary(summary_path, check);
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "error: {}\n", e.what());
-    return 1;
-  }
-  return 0;
+  });
 }

@@ -73,6 +73,16 @@ std::vector<T> safe_softmax(std::span<const T> x) {
   return p;
 }
 
+// How far safe_softmax's weights may be from the definition evaluated exactly, relative to each
+// weight, for n scores in type T: 64 eps sqrt(n + 1). Each weight is an exp (relative error about
+// 1 ulp, amplified by |x_i - m|, up to ~40 ulp of the argument's rounding) divided by a sum of n
+// terms (relative error at most n eps, in practice ~sqrt(n) eps); 64 covers the worst case measured
+// with room, and a wrong formula is off by O(1). The demo and the tests both use it. Never throws.
+template <std::floating_point T>
+double definition_bound(std::size_t n) {
+  return 64.0 * std::numeric_limits<T>::epsilon() * std::sqrt(static_cast<double>(n) + 1.0);
+}
+
 // Convenience overloads for a std::vector argument.
 template <std::floating_point T>
 std::vector<T> textbook_softmax(const std::vector<T>& x) { return textbook_softmax(std::span<const T>(x)); }

@@ -9,17 +9,17 @@
 //   ch02_online_softmax --summary tour.tsv             ... and append the check to tour.tsv
 //
 // The check at the end: online softmax against chapter 01's safe softmax, in double and in float,
-// within the bound of tests/02_online_softmax_test.cpp (order_tolerance).
+// within ch02::order_bound (online_softmax.h), the bound the tests use too.
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -27,7 +27,8 @@
 #include "chapters/02_online_softmax/online_softmax.h"
 #include "chapters/02_online_softmax/trace.h"
 #include "common/compare.h"
-#include "common/demo.h"
+#include "common/cli.h"
+#include "common/program.h"
 #include "common/random.h"
 
 namespace {
@@ -59,9 +60,15 @@ std::string rescale_reason(const ch02::TraceStep<double>& s) {
   return fmt::format("the max did not rise: c = {:g}, the earlier terms stay as they are", s.rescale);
 }
 
-// Prints the trace of scores in blocks of `block`; returns the largest relative difference of a
-// weight from chapter 01's.
-double print_trace(const std::vector<double>& scores, std::size_t block) {
+// What the trace's check found: the largest relative difference of a weight from chapter 01's, and
+// the NaN and infinities of both (fa::nonfinite_report), in words; empty when there are none.
+struct TraceCheck {
+  double vs_ch01 = 0.0;
+  std::string nonfinite;
+};
+
+// Prints the trace of scores in blocks of `block`, and returns its check against chapter 01.
+TraceCheck print_trace(const std::vector<double>& scores, std::size_t block) {
   if (scores.size() > max_traced_scores) {
     throw std::invalid_argument(fmt::format("--trace prints every term at every step; give at most {} "
                                             "scores (got {})", max_traced_scores, scores.size()));
@@ -90,15 +97,7 @@ double print_trace(const std::vector<double>& scores, std::size_t block) {
   fmt::print("  largest difference: {} ulp\n", max_ulp);
   const fa::ErrorStats err = fa::compare(t.p, safe);
   // max_rel skips weights that are 0 in chapter 01; a NaN or an infinity there shows in max_abs.
-  return std::isfinite(err.max_abs) ? err.max_rel : INFINITY;
-}
-
-// The bound of tests/02_online_softmax_test.cpp (order_tolerance) for n scores in type T: the two
-// forms add the same n terms in different orders, each off the exact sum by ~sqrt(n) eps;
-// 16 sqrt(n + 1) eps leaves room for the worst measured case, and a wrong recurrence is off by O(1).
-template <class T>
-double order_bound(std::size_t n) {
-  return 16.0 * std::sqrt(static_cast<double>(n) + 1.0) * std::numeric_limits<T>::epsilon();
+  return {std::isfinite(err.max_abs) ? err.max_rel : INFINITY, fa::nonfinite_report(err)};
 }
 
 // The largest relative difference of a weight between online and chapter 01, over the block sizes
@@ -172,52 +171,41 @@ Agreement print_agreement(std::size_t n, std::uint64_t seed, std::size_t extra_b
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Chapter 02: online softmax. The running max m and the running sum l in one pass, "
-               "rescaled by exp(m - m_new) when the max rises."};
+  fa::demo::Program program(
+      "Chapter 02: online softmax. The running max m and the running sum l in one pass, rescaled by exp(m - m_new) "
+      "when the max rises.");
+  CLI::App& app = program.app();
   bool trace_only = false;
   std::vector<double> scores{1.0, 3.0, 5.0, 2.0};
   std::size_t block = 1;
   std::size_t n = 100000;
   std::uint64_t seed = 2;
-  std::string summary_path;
   app.add_flag("--trace", trace_only, "print only the step-by-step trace of --scores");
-  app.add_option("--scores", scores, "comma-separated scores to trace (default 1,3,5,2)")->delimiter(',');
-  app.add_option("--block", block, "scores per block, >= 1 (default 1: one score at a time)")
-      ->check(CLI::Range(std::size_t{1}, std::numeric_limits<std::size_t>::max()));
-  app.add_option("--n", n, "number of random scores for the agreement with chapter 01 (default 100000)")
-      ->check(CLI::Range(std::size_t{1}, std::size_t{1000000000}));
-  app.add_option("--seed", seed, "seed of the random scores (default 2)");
-  app.add_option("--summary", summary_path, "append the check against chapter 01 to this file (the tour's)");
-  CLI11_PARSE(app, argc, argv);
-
-  try {
-    fa::demo::Check check;
+  fa::cli::add_number_list(app, "--scores", scores, "comma-separated scores to trace");
+  fa::cli::add_integer(app, "--block", block, "scores per block (1: one score at a time)");
+  fa::cli::add_integer(app, "--n", n, "number of random scores for the agreement with chapter 01", 1, 1000000000);
+  fa::cli::add_integer(app, "--seed", seed, "seed of the random scores", 0);
+  return program.run(argc, argv, [&]() -> std::optional<fa::demo::Check> {
     if (trace_only) {
-      const double vs_ch01 = print_trace(scores, block);
-      const double bound = order_bound<double>(scores.size());
-      check = {"02", "online softmax vs ch01, the traced scores",
-               fmt::format("double {:.2g} (max rel)", vs_ch01), fmt::format("{:.1e}", bound),
-               vs_ch01 <= bound};
-    } else {
-      fa::demo::print_heading(2, "online softmax");
-      fa::demo::print_shows(
-          "One pass keeps the max m and the sum l = sum_j exp(x_j - m) of the scores seen so far.\n"
-          "When the max rises from m to m_new, every term already in l is too large by the same\n"
-          "factor exp(m_new - m), so l is multiplied by c = exp(m - m_new): the bars shrink together.");
-      print_trace(scores, block);
-      fmt::print("\n");
-      const Agreement worst = print_agreement(n, seed, block);
-      const double bound_double = order_bound<double>(n), bound_float = order_bound<float>(n);
-      check = {"02", fmt::format("online softmax vs ch01, {} block sizes", worst.block_sizes),
-               fmt::format("double {:.2g}, float {:.2g} (max rel)", worst.in_double, worst.in_float),
-               fmt::format("{:.1e}, {:.1e}", bound_double, bound_float),
-               worst.in_double <= bound_double && worst.in_float <= bound_float};
+      const TraceCheck traced = print_trace(scores, block);
+      const double bound = ch02::order_bound<double>(scores.size());
+      std::string error = fmt::format("double {:.2g} (max rel)", traced.vs_ch01);
+      if (!traced.nonfinite.empty()) error += fmt::format(", {}", traced.nonfinite);
+      return fa::demo::Check{"02", "online softmax vs ch01, the traced scores", error, fmt::format("{:.1e}", bound),
+                             traced.vs_ch01 <= bound};
     }
-    fa::demo::print_verdict(check);
-    if (!summary_path.empty()) fa::demo::append_summary(summary_path, check);
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "error: {}\n", e.what());
-    return 1;
-  }
-  return 0;
+    fa::demo::print_heading(2, "online softmax");
+    fa::demo::print_shows(
+        "One pass keeps the max m and the sum l = sum_j exp(x_j - m) of the scores seen so far.\n"
+        "When the max rises from m to m_new, every term already in l is too large by the same\n"
+        "factor exp(m_new - m), so l is multiplied by c = exp(m - m_new): the bars shrink together.");
+    print_trace(scores, block);
+    fmt::print("\n");
+    const Agreement worst = print_agreement(n, seed, block);
+    const double bound_double = ch02::order_bound<double>(n), bound_float = ch02::order_bound<float>(n);
+    return fa::demo::Check{"02", fmt::format("online softmax vs ch01, {} block sizes", worst.block_sizes),
+                           fmt::format("double {:.2g}, float {:.2g} (max rel)", worst.in_double, worst.in_float),
+                           fmt::format("{:.1e}, {:.1e}", bound_double, bound_float),
+                           worst.in_double <= bound_double && worst.in_float <= bound_float};
+  });
 }

@@ -55,6 +55,19 @@ namespace ch03 {
 
 inline constexpr double minus_infinity = -std::numeric_limits<double>::infinity();
 
+// The worked example: scores 1, 3, 5, 2 and values 10, 20, 30, 40 in blocks of two give
+// 28.98474626 (to eight places). The bound on a computed output: the exact output is within 0.5e-8
+// of the eight-place figure, and 1e-8 leaves room for the computation's own rounding (~1e-14).
+inline constexpr double kWorkedExampleOutput = 28.98474626;
+inline constexpr double kWorkedExampleBound = 1e-8;
+
+// How far the blocked recurrence may be from the all-at-once evaluation (weighted_sum_all_at_once)
+// of one query, relative to max(1, max |v|): the two add the same weighted values in different
+// orders with differently rounded weights; outputs are weighted means of the values, so they agree
+// to a few hundred eps of the largest |v| at worst (1.3e-15 measured on 1000 keys). A missing
+// rescale is off by O(1). The demo and the tests both use it.
+inline constexpr double kSameSumBound = 1e-14;
+
 // What one block did to the running state: every figure of lines 1-7, kept for the demo's trace
 // (and for a figure a later issue draws from it). Vectors have head_dim entries unless noted.
 struct BlockStep {

@@ -4,33 +4,18 @@
 #pragma once
 
 #include <span>
-#include <vector>
+
+#include "common/device_problem.h"
 
 namespace ch04 {
 
-// One attention problem as the kernels see it: batch and heads folded into one index.
-struct DeviceProblem {
-  int batch_heads = 0;
-  int seq_len_q = 0;
-  int seq_len_k = 0;
-  int head_dim = 0;
-  float scale = 0.0f;
-  bool causal = false;
-};
-
-// What one run brings back: O [batch_heads, seq_len_q, head_dim], S and P [batch_heads, seq_len_q,
-// seq_len_k], and the time the three launches took, in milliseconds (wall clock, kernels
-// synchronised; on the GPU this includes launch overhead: use the GPU check's benchmark for speed).
-struct DeviceRun {
-  std::vector<float> O;
-  std::vector<float> S;
-  std::vector<float> P;
-  double elapsed_ms = 0.0;
-};
+using fa::DeviceProblem;
+using fa::DeviceRun;
 
 // Both backends offer the same two functions (defined in naive_attention.cuh):
 //   launch_naive_attention: the three launches on memory already on the device;
-//   run_naive_attention:    host data in, host data out (copies, NaN-poisons the outputs, launches).
+//   run_naive_attention:    host data in, host data out (copies, NaN-poisons the outputs,
+//                           launches); fills O, S and P of the DeviceRun.
 namespace cpu {  // always built
 void launch_naive_attention(const float* Q, const float* K, const float* V, float* S, float* P,
                             float* O, const DeviceProblem& problem);

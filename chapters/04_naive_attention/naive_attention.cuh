@@ -163,7 +163,12 @@ DeviceRun run_naive_attention(std::span<const float> Q, std::span<const float> K
   launch_naive_attention(dQ.data(), dK.data(), dV.data(), dS.data(), dP.data(), dO.data(), problem);
   const std::chrono::duration<double, std::milli> elapsed = std::chrono::steady_clock::now() - start;
 
-  return {dO.to_host(), dS.to_host(), dP.to_host(), elapsed.count()};
+  DeviceRun run;
+  run.O = dO.to_host();
+  run.S = dS.to_host();
+  run.P = dP.to_host();
+  run.elapsed_ms = elapsed.count();
+  return run;
 }
 
 }  // namespace ch04::SIMT_BACKEND

@@ -4,7 +4,8 @@
 #pragma once
 
 #include <span>
-#include <vector>
+
+#include "common/device_problem.h"
 
 namespace ch05 {
 
@@ -15,25 +16,12 @@ struct TileShape {
   bool operator==(const TileShape&) const = default;
 };
 
-// One attention problem as the kernel sees it: batch and heads folded into one index.
-struct DeviceProblem {
-  int batch_heads = 0;
-  int seq_len_q = 0;
-  int seq_len_k = 0;
-  int head_dim = 0;
-  float scale = 0.0f;
-  bool causal = false;
+// One attention problem as the kernel sees it (common/device_problem.h), and the tile to run it in.
+struct DeviceProblem : fa::DeviceProblem {
   TileShape tile{};
 };
 
-// What one run brings back: O [batch_heads, seq_len_q, head_dim], L [batch_heads, seq_len_q], and
-// the wall time of the launch in milliseconds (synchronised; on the GPU this includes launch
-// overhead: scripts/gpu_check.sh measures speed with CUDA events).
-struct DeviceRun {
-  std::vector<float> O;
-  std::vector<float> L;
-  double elapsed_ms = 0.0;
-};
+using fa::DeviceRun;  // fills O [batch_heads, seq_len_q, head_dim] and L [batch_heads, seq_len_q]
 
 // Both backends offer the same two functions (defined in flash_attention_2.cuh):
 //   launch_flash_attention_2: the launch on memory already on the device (head_dim and tile must be

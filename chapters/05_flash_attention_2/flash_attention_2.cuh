@@ -233,7 +233,11 @@ DeviceRun run_flash_attention_2(std::span<const float> Q, std::span<const float>
   launch_flash_attention_2(dQ.data(), dK.data(), dV.data(), dO.data(), dL.data(), problem);
   const std::chrono::duration<double, std::milli> elapsed = std::chrono::steady_clock::now() - start;
 
-  return {dO.to_host(), dL.to_host(), elapsed.count()};
+  DeviceRun run;
+  run.O = dO.to_host();
+  run.L = dL.to_host();
+  run.elapsed_ms = elapsed.count();
+  return run;
 }
 
 }  // namespace ch05::SIMT_BACKEND

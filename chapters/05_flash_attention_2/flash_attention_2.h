@@ -3,10 +3,12 @@
 #pragma once
 
 #include <array>
+#include <cstdint>
 #include <optional>
 #include <vector>
 
 #include "chapters/05_flash_attention_2/backends.h"
+#include "common/attention_shapes.h"
 #include "common/device.h"
 #include "common/tensor.h"
 
@@ -30,14 +32,23 @@ struct Result {
   double elapsed_ms = 0;  // wall time of the launch (see backends.h)
 };
 
+// The problem as the kernel sees it, after every check flash_attention_2 makes before any work:
+// head_dim one of kHeadDims, options.tile one of kTileShapes, and fa::device_problem's checks
+// (scale finite in float32, batch * heads <= 65535, int indexing of one head's Q, K, V). Throws
+// std::invalid_argument naming what is accepted.
+DeviceProblem check_problem(const fa::AttentionShape& shape, const Options& options);
+
+// The bytes flash_attention_2 allocates: Q, K, V, O and L on the device and O, L copied back (on
+// the CPU path the "device" is host memory too). Never throws (saturates at 2^64 - 1).
+std::uint64_t memory_needed(const fa::AttentionShape& shape);
+
 // O = softmax(Q K^T * scale) V and L by the FlashAttention-2 forward kernel, which never writes
 // S or P to global memory.
 // Q: [batch, heads, seq_len_q, head_dim]; K, V: [batch, heads, seq_len_k, head_dim]; float32,
 // row-major; any seq_len >= 1; head_dim one of kHeadDims; options.tile one of kTileShapes.
-// Throws std::invalid_argument (naming what is accepted) for another head_dim or tile shape,
-// shapes that do not fit together, a scale that is not finite, sizes past the kernel's int
-// indexing or batch * heads > 65535 (the grid's y limit); std::runtime_error when device == gpu and
-// no GPU can be used, or for a CUDA error.
+// Throws std::invalid_argument for shapes that do not fit together (fa::check_attention_shapes)
+// and as check_problem; std::runtime_error when device == gpu and no GPU can be used, or for a
+// CUDA error.
 // Source: Dao 2023, FlashAttention-2, Algorithm 1 (forward pass).
 Result flash_attention_2(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K,
                          const fa::Tensor4<float>& V, const Options& options = {},

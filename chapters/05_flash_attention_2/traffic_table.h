@@ -24,7 +24,7 @@
 namespace ch05 {
 
 // The three sizes of the seed's table: BF16 (2 bytes), blocks of 128.
-inline std::vector<TrafficCase> seed_traffic_cases() {
+inline std::vector<TrafficCase> traffic_table_cases() {
   return {TrafficCase{4096, 64, 128, 128, 2, 4}, TrafficCase{4096, 128, 128, 128, 2, 4},
           TrafficCase{8192, 128, 128, 128, 2, 4}};
 }

@@ -3,7 +3,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <cstdint>
 #include <exception>
 #include <mutex>
@@ -11,12 +15,68 @@
 #include <thread>
 #include <vector>
 
+#include <unistd.h>  // isatty
+
 #include "common/simt/block.h"
+#include "common/simt/progress.h"
 
 namespace simt {
+namespace {
+
+// The label of the live ShowProgress (progress.h); empty when there is none.
+std::mutex progress_mutex;
+std::string progress_label;
+
+std::string current_progress_label() {
+  std::scoped_lock lock(progress_mutex);
+  return progress_label;
+}
+
+}  // namespace
+
+ShowProgress::ShowProgress(std::string label) {
+  const char* term = std::getenv("TERM");
+  const bool terminal = isatty(fileno(stdout)) != 0 && !(term != nullptr && std::strcmp(term, "dumb") == 0);
+  std::scoped_lock lock(progress_mutex);
+  progress_label = terminal ? std::move(label) : std::string();
+}
+
+ShowProgress::~ShowProgress() {
+  std::scoped_lock lock(progress_mutex);
+  progress_label.clear();
+}
+
 inline namespace cpu {
 namespace detail {
 namespace {
+
+// Prints "\r  label: done / total blocks" on the caller's thread at most twice a second while a
+// launch runs, and clears the line at its end (progress.h).
+class ProgressLine {
+ public:
+  ProgressLine(std::string label, std::uint64_t total) : label_(std::move(label)), total_(total) {}
+  ~ProgressLine() {
+    if (shown_ == 0) return;
+    std::printf("\r%*s\r", static_cast<int>(shown_), "");
+    std::fflush(stdout);
+  }
+  void update(std::uint64_t done) {
+    if (label_.empty()) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_ < std::chrono::milliseconds(500)) return;
+    last_ = now;
+    const int n = std::printf("\r  %s: %llu / %llu blocks", label_.c_str(), static_cast<unsigned long long>(done),
+                              static_cast<unsigned long long>(total_));
+    if (n > 0) shown_ = std::max<std::size_t>(shown_, static_cast<std::size_t>(n));
+    std::fflush(stdout);
+  }
+
+ private:
+  std::string label_;
+  std::uint64_t total_;
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+  std::size_t shown_ = 0;
+};
 
 // The pool: helper threads 1..n-1 (the caller of run_grid is thread 0). They sleep between
 // launches; each keeps its fibers, since those live in its thread_local BlockRunner.
@@ -43,8 +103,10 @@ class HostThreads {
       helpers_busy_ = helpers;
       ++generation_;
     }
+    done_blocks_ = 0;
     if (helpers > 0) wake_.notify_all();
-    work(launch);
+    ProgressLine progress(current_progress_label(), blocks);
+    work(launch, &progress);
     std::unique_lock lock(mutex_);
     done_.wait(lock, [&] { return helpers_busy_ == 0; });
     launch_ = nullptr;
@@ -52,8 +114,9 @@ class HostThreads {
   }
 
  private:
-  // Takes block indices until none is left or a block has failed.
-  void work(const GridLaunch& launch) {
+  // Takes block indices until none is left or a block has failed. The caller of run() passes its
+  // progress line; the helpers pass none.
+  void work(const GridLaunch& launch, ProgressLine* progress = nullptr) {
     const dim3 g = launch.grid;
     while (!failed_.load(std::memory_order_relaxed)) {
       const std::uint64_t b = next_block_.fetch_add(1, std::memory_order_relaxed);
@@ -72,6 +135,8 @@ class HostThreads {
         }
         failed_ = true;
       }
+      const std::uint64_t done = done_blocks_.fetch_add(1, std::memory_order_relaxed) + 1;
+      if (progress != nullptr) progress->update(done);
     }
   }
 
@@ -119,6 +184,7 @@ class HostThreads {
   const GridLaunch* launch_ = nullptr;
   std::uint64_t blocks_ = 0;
   std::atomic<std::uint64_t> next_block_{0};
+  std::atomic<std::uint64_t> done_blocks_{0};  // for the progress line
   std::atomic<bool> failed_{false};
   std::exception_ptr error_;
   std::uint64_t error_block_ = UINT64_MAX;

@@ -3,6 +3,7 @@
 // without the barrier after the loads, a thread can add a slot that its owner has not loaded yet.
 //
 //   simt_missing_barrier                        in_order schedule: thread 0 runs first, wrong sums
+//   SIMT_SCHEDULE=reverse simt_missing_barrier  the environment chooses, unless --schedule does
 //   simt_missing_barrier --schedule reverse     thread 255 first: every load happens in time, right
 //   simt_missing_barrier --fixed                the barrier put back: right under every schedule
 //   build/tsan/bin/simt_missing_barrier         ThreadSanitizer reports the race, whatever the order
@@ -40,17 +41,26 @@ __global__ void block_sum(const float* in, float* out, bool fixed) {
 
 int main(int argc, char** argv) {
   CLI::App app{"A block sum with a __syncthreads() missing, run on the CPU through common/simt."};
-  std::string schedule = "in_order";
+  app.option_defaults()->always_capture_default();
+  std::string schedule;
   unsigned blocks = 4;
   bool fixed = false;
-  app.add_option("--schedule", schedule, "in_order, reverse, random or random:<seed>");
+  // Without --schedule, SIMT_SCHEDULE (or in_order) applies, as in every program that uses simt.
+  app.add_option("--schedule", schedule, "in_order, reverse, random or random:<seed>")
+      ->default_str("SIMT_SCHEDULE, or in_order");
   app.add_option("--blocks", blocks, "number of blocks of 256 threads")->check(CLI::Range(1u, 4096u));
   app.add_flag("--fixed", fixed, "put the missing __syncthreads() back");
   CLI11_PARSE(app, argc, argv);
 
   try {
-    const auto choice = simt::parse_schedule(schedule);
-    simt::set_schedule(choice.schedule, choice.seed);
+    if (!schedule.empty()) {
+      const auto choice = simt::parse_schedule(schedule);
+      simt::set_schedule(choice.schedule, choice.seed);
+    }
+    const simt::ScheduleChoice used = simt::current_schedule_choice();
+    const std::string used_name = used.schedule == simt::Schedule::random && used.seed != 0
+                                      ? fmt::format("random:{}", used.seed)
+                                      : std::string(simt::to_string(used.schedule));
     const auto in = fa::uniform<float>(std::size_t{blocks} * demo::cpu::block_size, 2024, 0.0, 1.0);
     simt::DeviceBuffer<float> d_in{std::span<const float>(in)}, d_out(blocks);
     simt::launch<demo::cpu::block_sum>(dim3(blocks), dim3(demo::cpu::block_size), 0, d_in.data(),
@@ -58,7 +68,7 @@ int main(int argc, char** argv) {
     const auto out = d_out.to_host();
 
     fmt::print("block sum of {} x 256 values, barrier {}, schedule {}\n", blocks,
-               fixed ? "present" : "MISSING", schedule);
+               fixed ? "present" : "MISSING", used_name);
     unsigned wrong = 0;
     for (unsigned b = 0; b < blocks; ++b) {
       double expected = 0;

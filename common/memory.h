@@ -1,0 +1,49 @@
+// How much memory a run needs, checked before anything is allocated or computed, so that a problem
+// too large for the machine is refused at once with the figures instead of ending, minutes later,
+// in a bare std::bad_alloc (or in the kernel of the operating system's out-of-memory killer).
+//
+//   fa::MemoryPlan plan;
+//   plan.add("Q, K, V and O", 4 * elements);
+//   plan.add("S and P", 2 * 4 * scores);
+//   plan.check("ch04_naive_attention");   // throws if the total exceeds what is available
+//
+// Sizes are added with overflow checks: a sum past 2^64 bytes counts as "too large" rather than
+// wrapping to a small number.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace fa {
+
+// The memory this process may still allocate, in bytes: MemAvailable of /proc/meminfo on Linux (the
+// kernel's estimate of what can be used without swapping), else the free physical pages. Never
+// throws; returns 0 if neither can be read (then every plan fails, with that reason).
+std::uint64_t available_memory_bytes();
+
+// a * b, or UINT64_MAX when the product does not fit in 64 bits. Never throws.
+std::uint64_t saturating_mul(std::uint64_t a, std::uint64_t b);
+// a + b, or UINT64_MAX when the sum does not fit. Never throws.
+std::uint64_t saturating_add(std::uint64_t a, std::uint64_t b);
+
+// Bytes as "1.64 TB" (10^12), "8.39 GB" (10^9), "512 MB", "1.2 kB", "12 bytes". Never throws.
+std::string format_bytes(std::uint64_t bytes);
+
+class MemoryPlan {
+ public:
+  // Adds one allocation (or a group of them) under a name for the message.
+  void add(std::string what, std::uint64_t bytes);
+  std::uint64_t total() const { return total_; }
+  // Throws std::runtime_error starting with `who` when total() exceeds available_memory_bytes():
+  // "who: this run needs 8.39 GB (Q, K, V: 1.6 GB; S and P: 6.7 GB) but 5.2 GB of memory are
+  // available; use a smaller problem". Does nothing otherwise.
+  void check(std::string_view who) const;
+
+ private:
+  std::vector<std::pair<std::string, std::uint64_t>> parts_;
+  std::uint64_t total_ = 0;
+};
+
+}  // namespace fa
