@@ -6,6 +6,8 @@
 #include <span>
 #include <vector>
 
+#include "common/device_problem.h"
+
 namespace ch07 {
 
 // A tile shape: Br query rows and Bc keys per tile. Both kernels of the backward pass use the same
@@ -23,14 +25,8 @@ constexpr TileShape tile_for_head_dim(int head_dim) {
   return head_dim == 128 ? TileShape{32, 32} : TileShape{32, 64};
 }
 
-// One backward problem as the kernels see it: batch and heads folded into one index.
-struct DeviceProblem {
-  int batch_heads = 0;
-  int seq_len_q = 0;
-  int seq_len_k = 0;
-  int head_dim = 0;
-  float scale = 0.0f;
-  bool causal = false;
+// One backward problem as the kernels see it (common/device_problem.h), and how dQ is made.
+struct DeviceProblem : fa::DeviceProblem {
   bool deterministic = false;  // dQ from its own kernel (query blocks outside) instead of atomics
 };
 
@@ -38,7 +34,7 @@ struct DeviceProblem {
 // [batch_heads, seq_len_k, head_dim], D [batch_heads, seq_len_q], and the wall time of the launches
 // in milliseconds (synchronised; on the GPU this includes launch overhead: ch07_gpu_bench measures
 // speed with CUDA events).
-struct DeviceRun {
+struct BackwardRun {
   std::vector<float> dQ, dK, dV, D;
   double elapsed_ms = 0.0;
 };
@@ -54,7 +50,7 @@ namespace cpu {  // always built
 void launch_backward(const float* Q, const float* K, const float* V, const float* O, const float* L,
                      const float* dO, float* D, float* dQ, float* dK, float* dV,
                      const DeviceProblem& problem);
-DeviceRun run_backward(std::span<const float> Q, std::span<const float> K, std::span<const float> V,
+BackwardRun run_backward(std::span<const float> Q, std::span<const float> K, std::span<const float> V,
                        std::span<const float> O, std::span<const float> L, std::span<const float> dO,
                        const DeviceProblem& problem);
 }  // namespace cpu
@@ -63,7 +59,7 @@ namespace gpu {  // built where nvcc was found (FA_HAVE_CUDA); device pointers f
 void launch_backward(const float* Q, const float* K, const float* V, const float* O, const float* L,
                      const float* dO, float* D, float* dQ, float* dK, float* dV,
                      const DeviceProblem& problem);
-DeviceRun run_backward(std::span<const float> Q, std::span<const float> K, std::span<const float> V,
+BackwardRun run_backward(std::span<const float> Q, std::span<const float> K, std::span<const float> V,
                        std::span<const float> O, std::span<const float> L, std::span<const float> dO,
                        const DeviceProblem& problem);
 }  // namespace gpu

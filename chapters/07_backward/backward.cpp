@@ -39,36 +39,11 @@ Gradients flash_attention_2_backward(const fa::Tensor4<float>& Q, const fa::Tens
         "(or a tensor's values do not fill its shape)",
         L.size(), rows));
   }
-  const double scale = options.scale.value_or(fa::default_scale(shape.head_dim));
-  if (!std::isfinite(scale)) {
-    throw std::invalid_argument(fmt::format("attention backward: scale must be a finite number, got {}", scale));
-  }
-  if (shape.batch * shape.heads > 65535) {
-    throw std::invalid_argument(fmt::format(
-        "attention backward: batch * heads = {} is more than the 65535 the kernels' grid allows",
-        shape.batch * shape.heads));
-  }
-  const std::size_t int_max = std::numeric_limits<int>::max();
-  if (std::max(shape.seq_len_q, shape.seq_len_k) * shape.head_dim > int_max) {
-    throw std::invalid_argument("attention backward: one head's Q, K or V has more than 2^31 - 1 values, "
-                                "more than the kernels' int indexing supports");
-  }
-  fa::require_device(device);
-
-  const DeviceProblem problem{static_cast<int>(shape.batch * shape.heads),
-                              static_cast<int>(shape.seq_len_q),
-                              static_cast<int>(shape.seq_len_k),
-                              static_cast<int>(shape.head_dim),
-                              static_cast<float>(scale),
-                              options.causal,
+  const DeviceProblem problem{fa::device_problem("attention backward", shape, options.scale, options.causal),
                               options.dq == DqMethod::deterministic};
-#if FA_HAVE_CUDA
-  DeviceRun run = device == fa::Device::gpu
-                      ? gpu::run_backward(Q.values, K.values, V.values, O.values, L, dO.values, problem)
-                      : cpu::run_backward(Q.values, K.values, V.values, O.values, L, dO.values, problem);
-#else
-  DeviceRun run = cpu::run_backward(Q.values, K.values, V.values, O.values, L, dO.values, problem);  // gpu refused above
-#endif
+  BackwardRun run = fa::run_on(
+      device, [&] { return cpu::run_backward(Q.values, K.values, V.values, O.values, L, dO.values, problem); },
+      [&] { return gpu::run_backward(Q.values, K.values, V.values, O.values, L, dO.values, problem); });
   return {fa::Tensor4<float>(Q.shape, std::move(run.dQ)), fa::Tensor4<float>(K.shape, std::move(run.dK)),
           fa::Tensor4<float>(V.shape, std::move(run.dV)), std::move(run.D), run.elapsed_ms};
 }

@@ -376,7 +376,7 @@ void launch_backward(const float* Q, const float* K, const float* V, const float
   }
 }
 
-DeviceRun run_backward(std::span<const float> Q, std::span<const float> K, std::span<const float> V,
+BackwardRun run_backward(std::span<const float> Q, std::span<const float> K, std::span<const float> V,
                        std::span<const float> O, std::span<const float> L, std::span<const float> dO,
                        const DeviceProblem& problem) {
   simt::DeviceBuffer<float> q(Q), k(K), v(V), o(O), l(L), d_o(dO);

@@ -73,10 +73,11 @@ int main(int argc, char** argv) {
             dO(fa::normal<float>(qkv, 4)), O(qkv), L(rows), D(rows), dQ(qkv), dK(qkv), dV(qkv);
         for (bool causal : {false, true}) {
           const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-          const ch05::DeviceProblem forward{batch * heads, n, n, d, scale, causal, {64, 64}};
+          const fa::DeviceProblem common{batch * heads, n, n, d, scale, causal};
+          const ch05::DeviceProblem forward{common, {64, 64}};
           ch05::gpu::launch_flash_attention_2(Q.data(), K.data(), V.data(), O.data(), L.data(), forward);
           for (bool deterministic : {false, true}) {
-            const ch07::DeviceProblem problem{batch * heads, n, n, d, scale, causal, deterministic};
+            const ch07::DeviceProblem problem{common, deterministic};
             auto pass = [&] {
               ch07::gpu::launch_backward(Q.data(), K.data(), V.data(), O.data(), L.data(), dO.data(), D.data(),
                                          dQ.data(), dK.data(), dV.data(), problem);

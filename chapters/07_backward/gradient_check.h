@@ -1,28 +1,26 @@
 // How close the kernels' gradients must be to the float64 reference: the one definition that the
 // tests (tests/07_backward_test.cpp) and the demo (main.cpp) both use.
 //
-// The bound of each gradient is set by a measurement on the same inputs: a plain float32 evaluation
-// of the same formulas (reference.h, attention_backward_float32) shows what rounding in float
-// alone costs there, and the kernel may be at most a small multiple of that, plus a floor:
+// The project's rule (common/tolerance.h): the bound of each gradient is set by a measurement on
+// the same inputs. A plain float32 evaluation of the same formulas (reference.h,
+// attention_backward_float32) shows what rounding in float alone costs there, and the kernel may
+// be at most twice that, plus the unit roundoff u = 2^-24:
 //
-//   rel L2 (kernel, reference)  <=  kFloat32Multiple * rel L2 (float32 evaluation, reference) + kFloor
+//   rel L2 (kernel, reference)  <=  2 * rel L2 (float32 evaluation, reference) + u
 //
 // Why a measured bound and not one number: the error is not the same for the three gradients, nor
-// for all inputs. dV = P^T dO carries only the error of P (exp of a rounded score; ~1e-7 for
+// for all inputs. dV = P^T dO carries only the error of P (exp of a rounded score; ~3e-7 for
 // normal inputs, up to 4e-6 for peaked ones). dK and dQ are built on dS = P (dP - D), a
 // difference of two nearly equal sums where one key takes most of the weight, so their relative
 // error grows as the weights peak (3e-7 to 1.2e-6 measured for normal inputs; for peaked ones up
 // to 1.3e-3 on the shortest shapes, where dS is tiny). dQ also carries the order of the atomic
-// additions. A float32 evaluation sees the same effects on the same inputs, so the multiple stays
-// small whatever they are. For normal inputs, where the bounds are 2e-6 to 6e-6, a missing D, a
-// wrong mask, a lost tile or a lost atomic add gives errors of 1e-3 to 1, far outside.
-//
-//   kFloat32Multiple = 4: the kernels sum in another order (tiles, atomics) and the same error
-//     sources dominate both (the float32 O and L of the forward, the rounded scores in exp); the
-//     kernel's error measured at most 1.06 times the float32 evaluation's over every case of the
-//     tests, both dQ methods (docs/07-backward.md).
-//   kFloor = 1e-6: where the float32 evaluation happens to be exact (one key: dS = 0 in both),
-//     about 16 unit roundoffs of float.
+// additions. A float32 evaluation sees the same effects on the same inputs, so the factor stays
+// small whatever they are: the same error sources dominate both (the float32 O and L of the
+// forward, the rounded scores in exp), and the kernels' error measured at most 1.06 times the
+// float32 evaluation's over every case of the tests, both dQ methods (docs/07-backward.md). For
+// normal inputs, where the bounds are about 1e-6, a missing D, a wrong mask, a lost tile or a lost
+// atomic add gives errors of 1e-3 to 1, far outside. u keeps the bound above zero where the float32
+// evaluation is exact (one key: dS = 0 in both).
 //
 // compare()'s rel L2 is the absolute L2 norm where the reference is all zeros (fa::compare).
 #pragma once
@@ -37,14 +35,12 @@
 #include "chapters/07_backward/backward.h"
 #include "chapters/07_backward/reference.h"
 #include "common/compare.h"
+#include "common/tolerance.h"
 
 namespace ch07 {
 
-inline constexpr double kFloat32Multiple = 4.0;
-inline constexpr double kFloor = 1e-6;
-
 // The bound for one gradient, from the float32 evaluation's relative L2 error on the same inputs.
-inline double gradient_bound(double float32_rel_l2) { return kFloat32Multiple * float32_rel_l2 + kFloor; }
+inline double gradient_bound(double float32_rel_l2) { return fa::bound_from_plain(float32_rel_l2); }
 
 // How many values are NaN or infinite.
 inline std::size_t count_not_finite(std::span<const float> values) {

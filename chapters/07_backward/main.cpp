@@ -7,8 +7,10 @@
 //   ch07_backward --summary tour.tsv                    ... and append the check to tour.tsv
 //
 // The check at the end: dQ, dK and dV each against the float64 gradient (reference.h), within the
-// bounds of gradient_check.h, the ones tests/07_backward_test.cpp uses. Exit status 1 on FAIL.
+// bounds of gradient_check.h, the ones tests/07_backward_test.cpp uses. Exit status 1 on FAIL or an
+// error, 2 for a refused flag (common/program.h).
 #include <cstdint>
+#include <optional>
 #include <exception>
 #include <stdexcept>
 #include <string>
@@ -26,6 +28,7 @@
 #include "common/attention_cli.h"
 #include "common/demo.h"
 #include "common/npy.h"
+#include "common/program.h"
 #include "common/random.h"
 
 namespace {
@@ -57,11 +60,13 @@ void print_traffic(const ch07::TrafficCase& c) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Chapter 07: the FlashAttention-2 backward pass: dQ, dK, dV recomputed tile by tile from "
-               "the forward's L, checked against a float64 gradient."};
+  fa::demo::Program program(
+      "Chapter 07: the FlashAttention-2 backward pass: dQ, dK, dV recomputed tile by tile from the forward's L, "
+      "checked against a float64 gradient.");
+  CLI::App& app = program.app();
   fa::AttentionCli cli;
   fa::add_attention_flags(app, cli);
-  std::string do_path, dq_path, dk_path, dv_path, summary_path;
+  std::string do_path, dq_path, dk_path, dv_path;
   bool deterministic = false;
   app.add_option("--do", do_path, "dO, the gradient of the loss with respect to O, as a .npy file "
                                   "(float32, Q's shape; default: normal(0, 1) from the seed)");
@@ -70,15 +75,14 @@ int main(int argc, char** argv) {
   app.add_option("--dv", dv_path, "write dV to this .npy file");
   app.add_flag("--deterministic", deterministic,
                "dQ from its own kernel (query blocks outside): the same bits on every run");
-  app.add_option("--summary", summary_path, "append the check against the float64 gradient to this file (the tour's)");
-  CLI11_PARSE(app, argc, argv);
 
-  try {
+  return program.run(argc, argv, [&]() -> std::optional<fa::demo::Check> {
     const fa::Device device = fa::chosen_device(cli);
     const fa::AttentionProblem in = fa::load_or_draw(cli);
     try {
       ch07::check_head_dim(in.Q.shape.head_dim);
     } catch (const std::invalid_argument& e) {
+      if (cli.q_path.empty()) throw;
       throw std::invalid_argument(fmt::format("{}: {}", in.origin, e.what()));  // name the files
     }
     const fa::Tensor4<float> dO = load_or_draw_dO(do_path, in.Q.shape, cli.seed);
@@ -112,8 +116,8 @@ int main(int argc, char** argv) {
     const ch07::GradientsOf<float> float32 =
         ch07::attention_backward_float32(in.Q, in.K, in.V, dO, forward.O, forward.L, scale, cli.causal);
     const ch07::GradientChecks checks = ch07::check_gradients(g, reference, float32);
-    fmt::print("agreement with the float64 gradient (bound = {} x the float32 evaluation's error + {:.0e}):\n",
-               ch07::kFloat32Multiple, ch07::kFloor);
+    fmt::print("agreement with the float64 gradient (bound = 2 x the float32 evaluation's error + {:.1g}):\n",
+               fa::kFloat32UnitRoundoff);
     fmt::print("  dQ: {}\n  dK: {}\n  dV: {}\n", ch07::describe(checks.dQ), ch07::describe(checks.dK),
                ch07::describe(checks.dV));
 
@@ -130,7 +134,7 @@ int main(int argc, char** argv) {
     }
 
     const std::size_t not_finite = checks.dQ.not_finite + checks.dK.not_finite + checks.dV.not_finite;
-    const fa::demo::Check check{
+    return fa::demo::Check{
         "07",
         fmt::format("backward ({}, {} dQ) vs float64 gradient", fa::to_string(device),
                     deterministic ? "deterministic" : "atomic"),
@@ -138,11 +142,5 @@ int main(int argc, char** argv) {
                     checks.dV.error.rel_l2, not_finite > 0 ? fmt::format(", {} NaN or inf", not_finite) : ""),
         fmt::format("{:.1e}, {:.1e}, {:.1e}", checks.dQ.bound, checks.dK.bound, checks.dV.bound),
         checks.pass()};
-    fa::demo::print_verdict(check);
-    if (!summary_path.empty()) fa::demo::append_summary(summary_path, check);
-    return check.pass ? 0 : 1;
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "error: {}\n", e.what());
-    return 1;
-  }
+  });
 }
