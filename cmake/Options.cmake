@@ -35,7 +35,7 @@ endif()
 # CUDA is optional: every chapter runs on the CPU through common/simt. Where nvcc is found (and no
 # sanitizer is on: nvcc's host code is not instrumented), the kernels are also compiled for the GPU.
 include(CheckLanguage)
-set(FA_CUDA OFF)
+set(FA_HAVE_CUDA OFF)
 if(FA_SANITIZE STREQUAL "")
   check_language(CUDA)
   if(CMAKE_CUDA_COMPILER)
@@ -60,12 +60,12 @@ if(FA_SANITIZE STREQUAL "")
     # One CUDA runtime per program: the shared one, which fa_common links for gpu_available().
     set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
     find_package(CUDAToolkit REQUIRED)
-    set(FA_CUDA ON)
+    set(FA_HAVE_CUDA ON)
   endif()
 endif()
-if(FA_REQUIRE_CUDA AND NOT FA_CUDA)
+if(FA_REQUIRE_CUDA AND NOT FA_HAVE_CUDA)
   message(FATAL_ERROR "The cuda preset needs nvcc, the CUDA Toolkit's compiler, and no sanitizer. "
                       "Install the CUDA Toolkit (https://developer.nvidia.com/cuda-downloads) and make "
                       "sure nvcc is on PATH, or use the default preset, which runs every kernel on the CPU.")
 endif()
-message(STATUS "GPU path (nvcc): ${FA_CUDA}")
+message(STATUS "GPU path (nvcc): ${FA_HAVE_CUDA}")

@@ -45,7 +45,7 @@ struct AttentionProblem {
   std::string origin;  // "q.npy, k.npy, v.npy" or "normal(0, 1), seed 1"
 };
 
-// Loads Q, K, V from the .npy files, or draws them normal(0, 1) from the seed. Throws as
+// Loads Q, K, V from the .npy files, or draws them normal(0, 1) from --seed. Throws as
 // plan_inputs.
 AttentionProblem load_or_draw(const AttentionCli& cli);
 

@@ -7,7 +7,8 @@
 //
 // Causal mask, aligned to the bottom right as FlashAttention 2.1+ does: query i sees the keys
 // j <= i + seq_len_k - seq_len_q. With equal lengths that is j <= i; with seq_len_q > seq_len_k the
-// first seq_len_q - seq_len_k rows see no key at all, and by DESIGN.md their output is zeros and
+// first seq_len_q - seq_len_k rows see no key at all, and by the book's convention their output is
+// zeros and
 // their L is -inf. (A decoding step, one query against all earlier keys, is seq_len_q = 1: the
 // query sees every key.)
 #pragma once

@@ -30,12 +30,14 @@ def read_launches(path):
 
 
 def read_model(path):
-    """{(kernel, seq, head_dim, causal): model MB} from the benchmark's Markdown table."""
+    """{(kernel, seq, head_dim, causal): model MB} from the benchmark's Markdown table
+    (| kernel | seq_len | head_dim | causal | median ms | TFLOP/s | model MB | runs |); rows of
+    other kernels (torch's, beside it) are skipped."""
     model = {}
     with open(path) as f:
         for line in f:
             cells = [c.strip() for c in line.strip().strip("|").split("|")]
-            if len(cells) == 7 and cells[1].isdigit():
+            if len(cells) >= 7 and cells[1].isdigit() and cells[0].startswith(("flash", "naive")):
                 kind = "flash" if cells[0].startswith("flash") else "naive"
                 model[(kind, int(cells[1]), int(cells[2]), cells[3])] = cells[6]
     return model

@@ -1,5 +1,5 @@
 // Chapter 01 tests: the safe softmax against a long-double evaluation of the definition, and the
-// conventions of DESIGN.md for -inf, NaN, one element and an empty row.
+// book's conventions (docs/conventions.md) for -inf, NaN, one element and an empty row.
 #include <cmath>
 #include <cstdint>
 #include <limits>

@@ -76,7 +76,7 @@ void check_agrees_with_chapter_01(const std::vector<T>& x, std::size_t block, do
   CHECK(d.max_rel <= tolerance);
 }
 
-// The block sizes of the issue: 1, 2, 3, 7, 64, n - 1, n, n + 1 (n - 1 only where it is >= 1).
+// The block sizes tried: 1, 2, 3, 7, 64, n - 1, n, n + 1 (n - 1 only where it is >= 1).
 std::vector<std::size_t> block_sizes(std::size_t n) {
   std::vector<std::size_t> blocks{1, 2, 3, 7, 64, n, n + 1};
   if (n > 1) blocks.push_back(n - 1);
@@ -154,7 +154,7 @@ TEST_CASE("when the max never rises after the first score, the rescale factor is
     const auto trace = ch02::online_softmax_trace(x, block);
     for (std::size_t k = 1; k < trace.steps.size(); ++k) {
       INFO("block " << block << ", step " << k);
-      CHECK(trace.steps[k].rescale == 1.0);  // rescale_factor gives exactly 1, no exp(0) rounding
+      CHECK(trace.steps[k].rescale == 1.0);  // exp(0) is exactly 1: no rounding
       CHECK(trace.steps[k].m_after == x[0]);
     }
     check_agrees_with_chapter_01(x, block, order_tolerance<double>(n), "decreasing");
@@ -218,12 +218,14 @@ TEST_CASE("-inf scores get weight 0 wherever they fall in a block", "[ch02]") {
     const std::vector<float> xf(x.begin(), x.end());
     check_agrees_with_chapter_01(xf, block, order_tolerance<float>(x.size()), "-inf entries, float");
   }
-  // While only -inf has arrived, the state stays m = -inf, l = 0, with no NaN.
+  // While only -inf has arrived, the state stays m = -inf, l = 0, with no NaN: the guard measures
+  // against 0 (ch02::safe_max), so the factor is exp(-inf - 0) = 0 and nothing is carried.
   const auto trace = ch02::online_softmax_trace(x, 1);
   for (std::size_t k = 0; k < 3; ++k) {
     CHECK(trace.steps[k].m_after == -inf<double>);
     CHECK(trace.steps[k].l_after == 0.0);
-    CHECK(trace.steps[k].rescale == 1.0);
+    CHECK(trace.steps[k].rescale == 0.0);
+    for (double t : trace.steps[k].terms) CHECK(t == 0.0);
   }
 }
 
@@ -282,10 +284,11 @@ TEST_CASE("the running state keeps l = sum of exp(x_j - m) over the scores seen 
   for (std::size_t first = 0; first < x.size(); first += block) {
     const std::span<const double> seen(x.data(), std::min(x.size(), first + block));
     const double m_before = state.m;
-    const double c = state.update(seen.subspan(first));
+    const double rescale = state.update(seen.subspan(first));
     INFO("block " << block << ", after scores 0.." << seen.size() - 1);
     CHECK(state.m == *std::max_element(seen.begin(), seen.end()));  // the max is exact: no rounding
-    CHECK(c == ch02::rescale_factor(m_before, state.m));
+    // The factor moves the old terms to the new max: exp(m_before - m_new), 0 before the first block.
+    CHECK(rescale == std::exp(m_before - state.m));
     const double exact = static_cast<double>(exact_l(seen));
     // The invariant holds up to the summation error of the terms seen (see order_tolerance).
     CHECK(std::fabs(state.l - exact) <= order_tolerance<double>(seen.size()) * exact);
@@ -297,19 +300,19 @@ TEST_CASE("the running state keeps l = sum of exp(x_j - m) over the scores seen 
   CHECK(state.l == before.l);
 }
 
-TEST_CASE("the seeds' example: scores 1, 3, 5, 2 in blocks of 2", "[ch02]") {
+TEST_CASE("the worked example: scores 1, 3, 5, 2 in blocks of 2", "[ch02]") {
   const auto trace = ch02::online_softmax_trace(std::vector<double>{1.0, 3.0, 5.0, 2.0}, 2);
   REQUIRE(trace.steps.size() == 2);
   const auto& first = trace.steps[0];
   const auto& second = trace.steps[1];
-  // Block 1 (scores 1, 3): m = 3, l = exp(-2) + 1, which the seed rounds to 1.1353.
+  // Block 1 (scores 1, 3): m = 3, l = exp(-2) + 1, which the worked example rounds to 1.1353.
   CHECK(first.m_after == 3.0);
   CHECK(first.rescale == 0.0);  // nothing was there to rescale
-  CHECK(std::fabs(first.l_after - 1.1353) < 5e-5);  // the seed's four decimals
+  CHECK(std::fabs(first.l_after - 1.1353) < 5e-5);  // the worked example's four decimals
   // Block 2 (scores 5, 2): the max rises to 5, c = exp(3 - 5) ~ 0.1353, l ~ 1.2034.
   CHECK(second.m_after == 5.0);
   CHECK(std::fabs(second.rescale - 0.1353) < 5e-5);
-  CHECK(std::fabs(second.l_before * second.rescale - 0.1537) < 5e-5);  // the seed's rescaled sum
+  CHECK(std::fabs(second.l_before * second.rescale - 0.1537) < 5e-5);  // its rescaled sum
   CHECK(std::fabs(second.block_sum - 1.0498) < 5e-5);
   CHECK(std::fabs(second.l_after - 1.2034) < 5e-5);
   // And to full precision: exp(-4) + exp(-2) + 1 + exp(-3), four terms of a few roundings each.

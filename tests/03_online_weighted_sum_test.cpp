@@ -1,5 +1,5 @@
 // Chapter 03 tests, in two parts.
-//   The online weighted sum of one query: the seed's worked example figure by figure, agreement
+//   The online weighted sum of one query: the worked example figure by figure, agreement
 //   with the all-at-once form built on chapter 02 for every block size, and the conventions for
 //   very negative, -inf and NaN scores.
 //   Whole attention on the CPU: against a long-double all-at-once evaluation written here with its
@@ -30,11 +30,11 @@ fa::MatrixView<const double> matrix(const std::vector<double>& values, std::size
   return {std::span<const double>(values), values.size() / cols, cols};
 }
 
-// The seed's worked example: scores 1, 3, 5, 2 and values 10, 20, 30, 40, in blocks of two.
+// The worked example: scores 1, 3, 5, 2 and values 10, 20, 30, 40, in blocks of two.
 const std::vector<double> example_scores{1.0, 3.0, 5.0, 2.0};
 const std::vector<double> example_values{10.0, 20.0, 30.0, 40.0};
 
-// The seed rounds each figure to four places from the unrounded number, so the exact figure lies
+// The worked example rounds each figure to four places from the unrounded number, so the exact figure lies
 // within half a unit of the fourth place of the printed one (1e-12 more for our own rounding).
 constexpr double four_places = 0.5e-4 + 1e-12;
 
@@ -47,11 +47,11 @@ constexpr double same_sum_tolerance = ch03::kSameSumBound;
 // ---------------------------------------------------------------------------------------------
 // Part 1: one query.
 
-TEST_CASE("the worked example reproduces every figure of the seed", "[ch03]") {
+TEST_CASE("the worked example reproduces every figure of docs/03", "[ch03]") {
   const auto steps = ch03::trace_online_weighted_sum(example_scores, matrix(example_values, 1), 2);
   REQUIRE(steps.size() == 2);
   auto near = [](double computed, double printed) {
-    INFO("computed " << computed << ", the seed prints " << printed);
+    INFO("computed " << computed << ", the worked example prints " << printed);
     CHECK(std::fabs(computed - printed) <= four_places);
   };
 
@@ -72,7 +72,7 @@ TEST_CASE("the worked example reproduces every figure of the seed", "[ch03]") {
   CHECK(b2.first == 2);
   near(b2.m_old, 3.0);
   near(b2.m_new, 5.0);
-  near(b2.factor, 0.1353);
+  near(b2.rescale, 0.1353);
   near(b2.l_carried, 0.1537);
   near(b2.acc_carried[0], 2.8899);
   near(b2.l_block, 1.0498);
@@ -84,7 +84,7 @@ TEST_CASE("the worked example reproduces every figure of the seed", "[ch03]") {
 }
 
 TEST_CASE("the worked example's output is 28.98474626", "[ch03]") {
-  // The seed prints eight places: the exact output is within 0.5e-8 of them; 1e-8 as the issue asks.
+  // Eight places: the exact output is within 0.5e-8 of them (ch03::kWorkedExampleBound).
   const auto online = ch03::online_weighted_sum(example_scores, matrix(example_values, 1), 2);
   const auto all_at_once = ch03::weighted_sum_all_at_once(example_scores, matrix(example_values, 1));
   CHECK(std::fabs(online[0] - ch03::kWorkedExampleOutput) <= ch03::kWorkedExampleBound);
@@ -130,9 +130,9 @@ TEST_CASE("the trace records what each block did, and ends on online_weighted_su
     INFO("block " << b + 1);
     CHECK(st.m_old == prev.m_new);
     CHECK(st.m_new == std::max(st.m_old, st.block_max));
-    CHECK(st.factor == std::exp(st.m_old - st.m_new));
-    CHECK(st.l_carried == st.factor * prev.l);
-    CHECK(st.acc_carried[1] == st.factor * prev.acc[1]);
+    CHECK(st.rescale == std::exp(st.m_old - st.m_new));
+    CHECK(st.l_carried == st.rescale * prev.l);
+    CHECK(st.acc_carried[1] == st.rescale * prev.acc[1]);
     CHECK(st.l == st.l_carried + st.l_block);
     CHECK(st.output[0] == st.acc[0] / st.l);
   }

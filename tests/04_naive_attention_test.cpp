@@ -61,14 +61,14 @@ void check_case(const Case& c, std::uint64_t seed) {
 
 }  // namespace
 
-TEST_CASE("naive attention agrees with chapter 03 for every shape of the list", "[ch04]") {
+TEST_CASE("naive attention agrees with chapter 03 for every shape of the list", "[ch04][sanitizer]") {
   const auto [seq_len_q, seq_len_k] = GENERATE(from_range(fa_test::sequence_lengths()));
   const std::size_t head_dim = GENERATE(32u, 64u, 128u);
   const bool causal = GENERATE(false, true);
   check_case({seq_len_q, seq_len_k, head_dim, causal}, 4000 + seq_len_q * 7 + seq_len_k + head_dim);
 }
 
-TEST_CASE("naive attention works for any head_dim, not only the ones chapter 05 compiles", "[ch04]") {
+TEST_CASE("naive attention works for any head_dim, not only the ones chapter 05 compiles", "[ch04][sanitizer]") {
   const std::size_t head_dim = GENERATE(1u, 3u, 17u, 48u, 200u);
   const bool causal = GENERATE(false, true);
   check_case({37, 53, head_dim, causal}, 4100 + head_dim);
@@ -105,7 +105,7 @@ TEST_CASE("naive attention writes S and P as the chapter says", "[ch04]") {
   }
 }
 
-TEST_CASE("rows that see no key give zeros, not NaN", "[ch04]") {
+TEST_CASE("rows that see no key give zeros, not NaN", "[ch04][sanitizer]") {
   // seq_len_q > seq_len_k under the causal mask: the first 4 rows see nothing.
   const auto in = fa_test::make_inputs(1, 1, 9, 5, 4, 0.5, fa_test::Scores::normal, 4400);
   const auto out = ch04::naive_attention(in.Q, in.K, in.V, {.causal = true}, kDevice);

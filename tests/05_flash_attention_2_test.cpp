@@ -85,7 +85,7 @@ constexpr ch05::TileShape kDefaultTile{64, 64};
 
 }  // namespace
 
-TEST_CASE("FlashAttention-2 agrees with naive attention for every shape of the list and every tile", "[ch05]") {
+TEST_CASE("FlashAttention-2 agrees with naive attention for every shape of the list and every tile", "[ch05][sanitizer]") {
   const auto [seq_len_q, seq_len_k] = GENERATE(from_range(fa_test::sequence_lengths()));
   const std::size_t head_dim = GENERATE(32u, 64u, 128u);
   const bool causal = GENERATE(false, true);
@@ -117,7 +117,7 @@ TEST_CASE("FlashAttention-2 agrees with naive attention for scale 0.5, large and
   check_case({seq_len_q, seq_len_k, head_dim, causal, scale, scores, kDefaultTile});
 }
 
-TEST_CASE("rows that see no key give zeros in O and -inf in L, never NaN", "[ch05]") {
+TEST_CASE("rows that see no key give zeros in O and -inf in L, never NaN", "[ch05][sanitizer]") {
   // Causal with seq_len_q > seq_len_k: query i sees keys j <= i - 90, so rows 0..89 see none.
   const auto in = fa_test::make_inputs(2, 3, 203, 113, 64, 0.125, fa_test::Scores::normal, 5100);
   const auto tile = GENERATE(from_range(ch05::kTileShapes.begin(), ch05::kTileShapes.end()));

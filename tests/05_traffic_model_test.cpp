@@ -1,4 +1,4 @@
-// Chapter 05 tests, the traffic model: the closed forms give the seed's table, the tile walks agree
+// Chapter 05 tests, the traffic model: the closed forms give the traffic table, the tile walks agree
 // with them where the blocks divide N and with an independent row count where they do not, and
 // the walks visit the tiles in their loop order with counters that only grow.
 //
@@ -52,14 +52,14 @@ std::uint64_t fa1_bytes_by_rows(const TrafficCase& c) {
 
 }  // namespace
 
-TEST_CASE("the closed forms and the walk give the seed's table exactly", "[ch05]") {
+TEST_CASE("the closed forms and the walk give the traffic table exactly", "[ch05]") {
   struct Row {
     TrafficCase c;
     std::uint64_t standard, fa2, floor;
     const char *standard_mb, *fa2_mb, *floor_mb;
   };
   // BF16, blocks of 128. The byte counts are e (2Nd + 4N^2 + 2Nd), e (2Nd + 2N^2 d / 128) and 4eNd
-  // worked out by hand; the MB strings are the seed's table as printed.
+  // worked out by hand; the MB strings are the traffic table as printed.
   const Row rows[] = {
       {{4096, 64, 128, 128, 2, 4}, 136'314'880, 34'603'008, 2'097'152, "136", "34.6", "2.1"},
       {{4096, 128, 128, 128, 2, 4}, 138'412'032, 69'206'016, 4'194'304, "138", "69.2", "4.19"},
@@ -79,7 +79,7 @@ TEST_CASE("the closed forms and the walk give the seed's table exactly", "[ch05]
   }
 }
 
-TEST_CASE("the printed table shows the seed's numbers on the seed's rows", "[ch05]") {
+TEST_CASE("the printed table shows the traffic table's numbers on its rows", "[ch05]") {
   const std::vector<TrafficCase> cases = ch05::traffic_table_cases();
   const std::string table = ch05::format_traffic_table(cases);
   INFO(table);
@@ -148,7 +148,7 @@ TEST_CASE("the walks count a short last block exactly, for any seq_len", "[ch05]
       }
     }
   }
-  // Where Br does not divide N the seed's closed form does not apply, and says so.
+  // Where Br does not divide N the closed form does not apply, and says so.
   const std::string message =
       invalid_argument_of([] { ch05::fa2_bytes_closed_form(TrafficCase{1000, 64, 128, 128, 2, 4}); });
   CHECK(message.find("not a multiple of Br") != std::string::npos);
@@ -204,9 +204,9 @@ TEST_CASE("the FA2 walk visits each tile once, query blocks outside, and its cou
   CHECK(middle.after.once == steps[7 + 1].after.once);
 }
 
-TEST_CASE("each FA2 tile moves what the seed's per-tile code adds, plus O_i after the last tile",
+TEST_CASE("each FA2 tile moves what Algorithm 1 loads, plus O_i after the last tile",
           "[ch05]") {
-  // The seed's rule, tile by tile: Q_i when j == 0, K_j and V_j every tile ("once": when i == 0).
+  // The rule, tile by tile: Q_i when j == 0, K_j and V_j every tile ("once": when i == 0).
   const TrafficCase c{512, 64, 128, 64, 2, 4};
   const std::uint64_t e = 2, d = 64, Br = 128, Bc = 64, Tc = 8;
   std::uint64_t moved = 0, once = 0, o_written = 0;

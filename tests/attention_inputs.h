@@ -37,7 +37,7 @@ inline std::string to_string(Scores s) {
   return "?";
 }
 
-// The (seq_len_q, seq_len_k) pairs the chapter 04 and 05 tests run (the shape list; 1000
+// The (seq_len_q, seq_len_k) pairs the attention chapters' tests run (the shape list; 1000
 // has test cases of its own). Under a sanitizer (FA_SANITIZER_BUILD), where every memory access is
 // checked and a run takes 10 to 50 times longer, a subset that still holds a single query, a
 // decoding query against a ragged key tile, partial tiles, and rows on both sides of a bottom-right

@@ -198,7 +198,7 @@ TEST_CASE("every animation runs over the whole loop: key times from 0 to 1, in o
   CHECK(animations > 100);  // figures 1 and 2 animate hundreds of attributes; none at all would be a bug
 }
 
-TEST_CASE("figure 3 labels the seed's table as chapter 05 prints it", "[figures]") {
+TEST_CASE("figure 3 labels the traffic table as chapter 05 prints it", "[figures]") {
   const std::string svg = figures::traffic_figure(std::nullopt);
   for (const ch05::TrafficCase& c : ch05::traffic_table_cases()) {
     const ch05::TrafficRow r = ch05::traffic_row(c);
@@ -208,7 +208,7 @@ TEST_CASE("figure 3 labels the seed's table as chapter 05 prints it", "[figures]
       CHECK(svg.find(label) != std::string::npos);
     }
   }
-  // The first size's three figures, as the seed prints them.
+  // The first size's three figures, as the traffic table prints them.
   for (const char* label : {">136 MB</text>", ">34.6 MB</text>", ">2.1 MB</text>"}) {
     INFO(label);
     CHECK(svg.find(label) != std::string::npos);
@@ -261,7 +261,7 @@ TEST_CASE("a measured table that cannot be read is refused with its line and the
 }
 
 TEST_CASE("figures 1 and 4 carry the worked example's numbers", "[figures]") {
-  // The seed prints these to four places; chapter 03's recurrence must give them.
+  // The worked example prints these to four places; chapter 03's recurrence must give them.
   const std::string worked = figures::worked_example_figure();
   for (const char* figure : {"0.1353", "1.1353", "21.3534", "0.1537", "2.8899", "1.0498", "31.9915", "1.2034",
                              "34.8813", "28.9847"}) {

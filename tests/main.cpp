@@ -1,4 +1,4 @@
-// The main() of every test executable. With FA_GPU_TEST it first checks for a device, and exits
+// The main() of every test executable. With FA_TEST_ON_GPU it first checks for a device, and exits
 // with 77 when there is none: CTest's SKIP_RETURN_CODE turns that into SKIPPED, never a pass.
 #if __has_include(<catch2/catch_session.hpp>)
 #include <catch2/catch_session.hpp>
@@ -12,7 +12,7 @@
 #include "common/device.h"
 
 int main(int argc, char* argv[]) {
-#if FA_GPU_TEST
+#if FA_TEST_ON_GPU
   if (!fa::gpu_available()) {
     std::puts(fa::gpu_path_built() ? "SKIPPED: no GPU on this machine"
                                    : "SKIPPED: built without the GPU path (nvcc not found)");

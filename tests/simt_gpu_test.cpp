@@ -12,6 +12,11 @@
 
 using simt_test::same_bits;
 
+namespace simt_test::gpu {  // simt_gpu_runs.cu
+bool poisons();
+std::vector<float> fresh_buffer(std::size_t count);
+}  // namespace simt_test::gpu
+
 TEST_CASE("on the GPU the block reduction equals the host tree and the CPU emulation", "[simt][gpu]") {
   const unsigned block = GENERATE(32u, 64u, 256u);
   const auto in = fa::normal<float>(1000, 100 + block);
@@ -33,6 +38,21 @@ TEST_CASE("on the GPU the built-in indices and dynamic shared memory equal the C
         simt_test::cpu::thread_indices({3, 2, 1}, {4, 3, 2}));
   const auto in = fa::normal<float>(4 * 64, 5);
   CHECK(same_bits(simt_test::gpu::reverse_blocks(in, 64), simt_test::cpu::reverse_blocks(in, 64)));
+}
+
+TEST_CASE("on the GPU unwritten dynamic shared memory and a fresh DeviceBuffer read as NaN, as on the CPU",
+          "[simt][gpu]") {
+  if (!simt_test::gpu::poisons()) {
+    WARN("built with SIMT_POISON=0 (or NDEBUG): the GPU path does not poison, nothing to check");
+    return;
+  }
+  // Each block dirties its shared memory after reading it; every block must still start from NaN.
+  const auto unwritten = simt_test::gpu::unwritten_dynamic_shared(64, 256);
+  for (std::size_t i = 0; i < unwritten.size(); ++i) {
+    INFO("thread " << i << " found " << unwritten[i]);
+    REQUIRE(std::isnan(unwritten[i]));
+  }
+  for (float x : simt_test::gpu::fresh_buffer(1000)) REQUIRE(std::isnan(x));
 }
 
 TEST_CASE("on the GPU atomicAdd sums and counts", "[simt][gpu]") {

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -266,6 +267,36 @@ TEST_CASE("shuffles the CPU cannot give a defined value are errors", "[simt]") {
   INFO(partial);
   CHECK(contains(partial, "reads lane 16 in __shfl_xor_sync"));
   CHECK(contains(partial, "which does not exist: the block has 48 threads"));
+}
+
+TEST_CASE("on the CPU launch_async and an asynchronous LaunchMode finish the grid before returning", "[simt]") {
+  using simt_test::cpu::reverse_kernel;
+  const auto in = fa::normal<float>(8 * 64, 31);
+  std::vector<float> expected(in.size());
+  for (std::size_t b = 0; b < 8; ++b) {
+    for (std::size_t t = 0; t < 64; ++t) expected[b * 64 + t] = in[b * 64 + 63 - t];
+  }
+  const simt::DeviceBuffer<float> d_in{std::span<const float>(in)};
+  for (int way = 0; way < 3; ++way) {
+    simt::DeviceBuffer<float> d_out(in.size());  // NaN until the kernel writes it
+    if (way == 0) {
+      simt::launch_async<reverse_kernel>(dim3(8), dim3(64), 64 * sizeof(float), d_in.data(), d_out.data());
+    }
+    if (way == 1) {
+      simt::launch<reverse_kernel>(simt::LaunchMode::asynchronous, dim3(8), dim3(64), 64 * sizeof(float),
+                                   d_in.data(), d_out.data());
+    }
+    if (way == 2) {
+      simt::launch<reverse_kernel>(simt::LaunchMode::synchronous, dim3(8), dim3(64), 64 * sizeof(float),
+                                   d_in.data(), d_out.data());
+    }
+    INFO("way " << way << " (0: launch_async, 1: LaunchMode::asynchronous, 2: LaunchMode::synchronous)");
+    CHECK(d_out.to_host() == expected);  // read at once: the whole grid ran before the return
+  }
+  // The asynchronous launch checks the configuration as the synchronous one does.
+  simt::DeviceBuffer<float> d_out(in.size());
+  CHECK_THROWS_AS(simt::launch_async<reverse_kernel>(dim3(1), dim3(2048), 0, d_in.data(), d_out.data()),
+                  std::invalid_argument);
 }
 
 TEST_CASE("bad launch configurations are rejected before anything runs", "[simt]") {

@@ -42,7 +42,8 @@ std::string error_text(const char* type, const RowError& e) {
 // textbook_softmax: code apart from safe_softmax, so that a mistake in safe_softmax cannot hide in
 // its own reference. The scores are first shifted by their largest finite value, which leaves the
 // definition unchanged and keeps long double's exp in range (it overflows at ~11356). A row of only
-// -inf is all zeros (DESIGN.md's convention; the definition itself would give 0 / 0).
+// -inf is all zeros (the book's convention for a fully masked row; the definition itself would give
+// 0 / 0).
 template <class T>
 std::vector<long double> definition(const std::vector<T>& x) {
   if (std::all_of(x.begin(), x.end(), [](T v) { return v == -std::numeric_limits<T>::infinity(); })) {

@@ -11,13 +11,14 @@
 // Subtracting m changes nothing in exact arithmetic: exp(-m) appears in every numerator and in
 // the denominator, and cancels.
 //
-// Conventions (DESIGN.md, "Numbers and conventions"):
+// Conventions (docs/conventions.md, "Numbers"):
 //   - a score of -inf gets weight 0;
 //   - a row that is entirely -inf (fully masked) gives all zeros, not NaN;
 //   - a NaN anywhere in the row makes every weight NaN (it reaches every weight through l);
 //   - an empty row throws std::invalid_argument.
 //
-// Source: the seed "All four scores at once" (second seed), and any textbook definition of softmax.
+// Source: any textbook definition of softmax; the safe form as every deep-learning library computes it
+// (e.g. Milakov and Gimelshein 2018, section 2, "safe softmax").
 // Run the demo: build/default/bin/ch01_safe_softmax
 #pragma once
 

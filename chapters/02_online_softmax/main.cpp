@@ -50,14 +50,14 @@ std::string arrived(const ch02::Trace<double>& t, const ch02::TraceStep<double>&
   return fmt::format("x[{}..{}] = {:g} arrive", s.first, s.first + s.count - 1, fmt::join(block, ", "));
 }
 
-// Why c has the value it has (line 3 of online_softmax.h).
+// Why rescale has the value it has (line 3 of online_softmax.h).
 std::string rescale_reason(const ch02::TraceStep<double>& s) {
-  if (s.first == 0) return fmt::format("c = {:g}: the first scores, nothing to rescale yet", s.rescale);
+  if (s.first == 0) return fmt::format("rescale = {:g}: the first scores, nothing to rescale yet", s.rescale);
   if (s.m_after > s.m_before) {
-    return fmt::format("the max rose: c = exp({:g} - {:g}) = {:.6g}; every earlier term is multiplied by c",
+    return fmt::format("the max rose: rescale = exp({:g} - {:g}) = {:.6g}; every earlier term is multiplied by it",
                        s.m_before, s.m_after, s.rescale);
   }
-  return fmt::format("the max did not rise: c = {:g}, the earlier terms stay as they are", s.rescale);
+  return fmt::format("the max did not rise: rescale = {:g}, the earlier terms stay as they are", s.rescale);
 }
 
 // What the trace's check found: the largest relative difference of a weight from chapter 01's, and
@@ -80,7 +80,7 @@ TraceCheck print_trace(const std::vector<double>& scores, std::size_t block) {
     const auto& s = t.steps[k];
     fmt::print("\nstep {}: {}\n", k + 1, arrived(t, s));
     fmt::print("  m: {:g} -> {:g}   {}\n", s.m_before, s.m_after, rescale_reason(s));
-    fmt::print("  l: l * c + block sum = {:.6g} * {:.6g} + {:.6g} = {:.6g}\n", s.l_before, s.rescale,
+    fmt::print("  l: l * rescale + block sum = {:.6g} * {:.6g} + {:.6g} = {:.6g}\n", s.l_before, s.rescale,
                s.block_sum, s.l_after);
     for (std::size_t j = 0; j < s.terms.size(); ++j) {
       fmt::print("     x[{}] = {:<8g} {:<11.6g} {}{}\n", j, t.x[j], s.terms[j], bar(s.terms[j]),
@@ -198,7 +198,7 @@ int main(int argc, char** argv) {
     fa::demo::print_shows(
         "One pass keeps the max m and the sum l = sum_j exp(x_j - m) of the scores seen so far.\n"
         "When the max rises from m to m_new, every term already in l is too large by the same\n"
-        "factor exp(m_new - m), so l is multiplied by c = exp(m - m_new): the bars shrink together.");
+        "factor exp(m_new - m), so l is multiplied by rescale = exp(m - m_new): the bars shrink together.");
     print_trace(scores, block);
     fmt::print("\n");
     const Agreement worst = print_agreement(n, seed, block);

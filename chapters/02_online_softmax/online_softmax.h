@@ -4,30 +4,32 @@
 // Here the max and the sum come out of ONE pass: keep the largest score seen so far, m, and the sum
 // of exp(x_j - m) over the scores seen so far, l. When a later score raises the max from m to m_new,
 // every term already in l was computed against the old max and is too large by the same factor
-// exp(m_new - m), so one multiplication by c = exp(m - m_new) corrects all of them at once. The
+// exp(m_new - m), so one multiplication by rescale = exp(m - m_new) corrects all of them at once. The
 // scores may arrive one at a time or in blocks of any size; FlashAttention sees them a tile at a time.
 //
 // The algorithm (blocks of `block` scores; block = 1 is the element-by-element form of the paper):
 //   1. m = -inf, l = 0                                    the empty state
 //      for each block B of x, in order:                   pass 1 over x
-//   2.   m_new = max(m, max_{j in B} x_j)                 the max so far, this block included
-//   3.   c     = exp(m - m_new)                           1 if the max did not rise
-//   4.   l     = l * c + sum_{j in B} exp(x_j - m_new)    rescale what is already there, add the block
-//   5.   m     = m_new
+//   2.   m_new   = max(m, max_{j in B} x_j)               the max so far, this block included
+//   3.   rescale = exp(m - m_new)                         1 if the max did not rise
+//   4.   l       = l * rescale + sum_{j in B} exp(x_j - m_new)   rescale what is there, add the block
+//   5.   m       = m_new
 //   6. p_i = exp(x_i - m) / l                             pass 2: normalise
 // After every block, l = sum over the scores seen so far of exp(x_j - m) (the induction is in
 // docs/02-online-softmax.md), so after the last block m and l are exactly chapter 01's max and sum,
 // and line 6 is chapter 01's line 3.
 //
-// Conventions: those of ch01::safe_softmax (DESIGN.md, "Numbers and conventions"). A -inf score
+// Conventions: those of ch01::safe_softmax (docs/conventions.md, "Numbers"). A -inf score
 // gets weight 0; a row of only -inf gives all zeros; a NaN makes every weight NaN; an empty row or
-// block == 0 throws std::invalid_argument. Two places need a guard that the maths does not: on line
-// 3 the max starts at -inf and exp(-inf - -inf) is exp(NaN); on lines 4 and 6 a -inf score against a
-// max that is still -inf is the same NaN. See rescale_factor() and term().
+// block == 0 throws std::invalid_argument. One guard that the maths does not need: while every score
+// so far is -inf, m_new is -inf, and exp(m - m_new) and exp(x_j - m_new) would be exp(-inf - -inf),
+// that is exp(NaN). Lines 3 and 4 measure against m_safe = safe_max(m_new) instead: 0 in that case,
+// so every term is exp(-inf) = 0 and l stays 0. Chapters 03, 04 and 05 write the same guard.
 //
 // Source: M. Milakov and N. Gimelshein, "Online normalizer calculation for softmax",
 // arXiv:1805.02867 (2018), section 3 (the online normalizer, one element at a time); the blocked
-// update as FlashAttention uses it, and the worked example 1, 3, 5, 2, from the seeds.
+// update as FlashAttention uses it (Dao 2023, FlashAttention-2, section 3.1); the worked example
+// 1, 3, 5, 2 in blocks of two (docs/02-online-softmax.md).
 // Run the demo: build/default/bin/ch02_online_softmax   (or with --trace --scores 1,3,5,2 --block 2)
 #pragma once
 
@@ -43,22 +45,20 @@
 
 namespace ch02 {
 
-// The factor c = exp(m_old - m_new) that moves the terms already in l from the old max to the new
-// one (line 3). m_old, m_new: the max before and after a block, m_old <= m_new. Returns a value in
-// [0, 1]: exactly 1 when the max did not rise (no exp needed), 0 when m_old = -inf < m_new (nothing
-// was there to rescale). The equality test is also the guard for m_old = m_new = -inf, where
-// exp(m_old - m_new) would be exp(NaN). Never throws.
+// The max that lines 3 and 4 measure against: m_new, or 0 while no score so far is above -inf
+// (m_new = -inf), where exp(m - m_new) and exp(x_j - m_new) would be exp(-inf - -inf) = exp(NaN).
+// Against 0, every one of those terms is exp(-inf) = 0. Never throws.
 template <std::floating_point T>
-T rescale_factor(T m_old, T m_new) {
-  return m_old == m_new ? T(1) : std::exp(m_old - m_new);
+T safe_max(T m_new) {
+  return m_new == -std::numeric_limits<T>::infinity() ? T(0) : m_new;
 }
 
-// One term exp(x_j - m) of the sum l (lines 4 and 6): the weight of score x_j before dividing,
-// against the max m (x_j <= m, so the term is in [0, 1]). A -inf score has term 0 whatever m is;
-// testing for it is the guard for x_j = m = -inf, where x_j - m would be NaN. NaN in, NaN out.
+// One term exp(x_j - m_safe) of the sum l (lines 4 and 6): the weight of score x_j before dividing,
+// against the max m_safe = safe_max(m) (x_j <= m, so the term is in [0, 1]; a -inf score has term
+// 0). NaN in, NaN out. Never throws.
 template <std::floating_point T>
-T term(T x_j, T m) {
-  return x_j == -std::numeric_limits<T>::infinity() ? T(0) : std::exp(x_j - m);
+T term(T x_j, T m_safe) {
+  return std::exp(x_j - m_safe);
 }
 
 // The largest score of a block (line 2), -inf for an empty block. A NaN never compares greater,
@@ -70,12 +70,12 @@ T block_max(std::span<const T> block) {
   return max;
 }
 
-// The block's own contribution to l (line 4): sum over j in the block of exp(x_j - m_new), added
-// left to right. m_new must be at least every score of the block.
+// The block's own contribution to l (line 4): sum over j in the block of exp(x_j - m_safe), added
+// left to right. m_safe = safe_max(m_new), with m_new at least every score of the block.
 template <std::floating_point T>
-T block_sum(std::span<const T> block, T m_new) {
+T block_sum(std::span<const T> block, T m_safe) {
   T sum = 0;
-  for (T x_j : block) sum += term(x_j, m_new);
+  for (T x_j : block) sum += term(x_j, m_safe);
   return sum;
 }
 
@@ -87,16 +87,17 @@ struct OnlineState {
   T m = -std::numeric_limits<T>::infinity();  // line 1: the largest score seen so far
   T l = 0;                                    // line 1: sum of exp(x_j - m) over the scores seen
 
-  // Folds one block of scores into the state (lines 2-5) and returns the rescale factor c that was
-  // applied to the old l (1 if the max did not rise). Any block size works, 1 included; an empty
-  // block changes nothing and returns 1. Never throws.
+  // Folds one block of scores into the state (lines 2-5) and returns the factor `rescale` that was
+  // applied to the old l (1 if the max did not rise, 0 while nothing was there). Any block size
+  // works, 1 included; an empty block changes nothing and returns 1. Never throws.
   T update(std::span<const T> block) {
-    const T bmax = block_max(block);
-    const T m_new = bmax > m ? bmax : m;    // line 2: the max so far, this block included
-    const T c = rescale_factor(m, m_new);   // line 3: how much the old terms must shrink
-    l = l * c + block_sum(block, m_new);    // line 4: rescale what is already there, add the block
-    m = m_new;                              // line 5
-    return c;
+    const T block_m = block_max(block);
+    const T m_new = block_m > m ? block_m : m;      // line 2: the max so far, this block included
+    const T m_safe = safe_max(m_new);               // the guard (see safe_max)
+    const T rescale = std::exp(m - m_safe);         // line 3: how much the old terms must shrink
+    l = l * rescale + block_sum(block, m_safe);     // line 4: rescale what is already there, add the block
+    m = m_new;                                      // line 5
+    return rescale;
   }
 };
 
@@ -120,7 +121,7 @@ inline void check_online_softmax_arguments(std::size_t n, std::size_t block, con
 // NaN. Equals ch01::safe_softmax(x) up to the rounding of the sum l, which adds the same terms in
 // another order: about sqrt(n) * eps relative (tests/02_online_softmax_test.cpp, order_tolerance).
 // Throws std::invalid_argument if x is empty or block == 0.
-// Source: Milakov and Gimelshein (2018), section 3; FlashAttention's blocked form (seeds).
+// Source: Milakov and Gimelshein (2018), section 3; FlashAttention's blocked form (Dao 2023, section 3.1).
 template <std::floating_point T>
 std::vector<T> online_softmax(std::span<const T> x, std::size_t block = 1) {
   check_online_softmax_arguments(x.size(), block, "online_softmax");
@@ -135,7 +136,7 @@ std::vector<T> online_softmax(std::span<const T> x, std::size_t block = 1) {
   // l == 0 only when no score was above -inf: a fully masked row, defined as all zeros. (Were any
   // score finite, its term against the max would be 1, and a NaN makes l NaN, not 0.)
   if (state.l == 0) return p;
-  for (std::size_t i = 0; i < x.size(); ++i) p[i] = term(x[i], state.m) / state.l;  // line 6
+  for (std::size_t i = 0; i < x.size(); ++i) p[i] = term(x[i], state.m) / state.l;  // line 6 (m is finite)
   return p;
 }
 

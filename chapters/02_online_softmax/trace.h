@@ -3,13 +3,14 @@
 // online_softmax_trace() runs the same update as online_softmax() (OnlineState::update, lines 2-5
 // of online_softmax.h) and records, after every block, the state and every term exp(x_j - m) seen
 // so far. A reader sees in it what the one-pass algorithm hides: when the max rises, all earlier
-// terms shrink together, by the same factor c. The demo's --trace prints it with a bar per term;
+// terms shrink together, by the same factor, rescale. The demo's --trace prints it with a bar per term;
 // a figure can be drawn from it as well (one frame per step).
 //
 // Memory: step k holds every term seen so far, so a trace of n scores in blocks of b holds about
 // n * n / (2 b) numbers. It is meant for small inputs (tens of scores).
 //
-// Source: the seeds' worked example (1, 3, 5, 2 in blocks of 2); Milakov and Gimelshein (2018), section 3.
+// Source: the worked example (1, 3, 5, 2 in blocks of 2, docs/02-online-softmax.md); Milakov and
+// Gimelshein (2018), section 3.
 // Run the demo: build/default/bin/ch02_online_softmax --trace --scores 1,3,5,2 --block 2
 #pragma once
 
@@ -30,7 +31,7 @@ struct TraceStep {
   std::size_t count = 0;  // its length: the block size, or less for the tail
   T m_before = 0;         // m before the block (-inf before the first one)
   T m_after = 0;          // m after it (line 2)
-  T rescale = 0;          // c = exp(m_before - m_after) (line 3): 1 if the max did not rise
+  T rescale = 0;          // exp(m_before - m_after) (line 3): 1 if the max did not rise
   T l_before = 0;         // l before the block
   T block_sum = 0;        // the block's own terms against m_after, summed (line 4)
   T l_after = 0;          // l_before * rescale + block_sum (line 4)
@@ -70,8 +71,9 @@ Trace<T> online_softmax_trace(std::span<const T> x, std::size_t block = 1) {
     step.rescale = state.update(arrived);  // lines 2-5, exactly as online_softmax runs them
     step.m_after = state.m;
     step.l_after = state.l;
-    step.block_sum = block_sum(arrived, state.m);  // the same sum, in the same order, as line 4 took
-    for (std::size_t j = 0; j < first + arrived.size(); ++j) step.terms.push_back(term(x[j], state.m));
+    const T m_safe = safe_max(state.m);
+    step.block_sum = block_sum(arrived, m_safe);  // the same sum, in the same order, as line 4 took
+    for (std::size_t j = 0; j < first + arrived.size(); ++j) step.terms.push_back(term(x[j], m_safe));
     trace.steps.push_back(std::move(step));
   }
   trace.p = online_softmax(x, block);  // line 6

@@ -14,7 +14,8 @@
 //   4.     fold s and V[b, h, block, :] into (m, l, acc)          online_weighted_sum.h, lines 1-6
 //   5.   O[b, h, i, :] = acc / l (line 7); L[b, h, i] = m + log(l)
 // Masked keys are never visited, so a row that sees no key keeps l = 0: its output is zeros and
-// its L is -inf (DESIGN.md). No row of S is ever stored whole: at most key_block scores at a time.
+// its L is -inf (docs/conventions.md). No row of S is ever stored whole: at most key_block scores at a
+// time.
 //
 // Source: Vaswani et al. 2017, "Attention is all you need", section 3.2.1 (O = softmax(Q K^T *
 // scale) V, scale = 1/sqrt(head_dim)); Dao 2023, "FlashAttention-2", section 3.1 (the per-row
@@ -298,11 +299,11 @@ AttentionResult attention_all_at_once(const fa::Tensor4<T>& Q, const fa::Tensor4
         const std::vector<double> o = weighted_sum_all_at_once(s_row, Vh);
         std::copy(o.begin(), o.end(), Oh.row(i).begin());
         // L: measured against 0 when every score is -inf, as RowState::fold does (sum 0, L -inf).
-        const double m_ref = max == minus_infinity ? 0.0 : max;
+        const double m_safe = ch02::safe_max(max);
         double sum = 0.0;
-        for (double sj : s_row) sum += std::exp(sj - m_ref);
+        for (double sj : s_row) sum += std::exp(sj - m_safe);
         result.L[(b * shape.heads + h) * shape.seq_len_q + i] =
-            sum == 0.0 ? minus_infinity : m_ref + std::log(sum);
+            sum == 0.0 ? minus_infinity : m_safe + std::log(sum);
       }
     }
   }

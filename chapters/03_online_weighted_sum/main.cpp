@@ -130,12 +130,12 @@ QueryResult print_trace(std::span<const double> scores, fa::MatrixView<const dou
                fmt::join(scores.subspan(st.first, st.count), ", "));
     fmt::print("  line 1  block max {}; running max m {} -> {}\n", f4(st.block_max), f4(st.m_old),
                f4(st.m_new));
-    fmt::print("  line 2  factor c = exp(m_old - m_new) = {}{}\n", f4(st.factor),
+    fmt::print("  line 2  rescale = exp(m_old - m_new) = {}{}\n", f4(st.rescale),
                b == 0 ? "  (first block: nothing carried yet)" : "");
     fmt::print("  line 3  weights p = exp(s - m_new): {}\n", f4_list(st.p));
-    fmt::print("  line 4  l   = c * l   + sum p   = {} carried + {} own = {} total\n", f4(st.l_carried),
+    fmt::print("  line 4  l   = rescale * l   + sum p   = {} carried + {} own = {} total\n", f4(st.l_carried),
                f4(st.l_block), f4(st.l));
-    fmt::print("  line 5  acc = c * acc + sum p v = {} carried + {} own = {} total\n",
+    fmt::print("  line 5  acc = rescale * acc + sum p v = {} carried + {} own = {} total\n",
                f4(st.acc_carried), f4(st.acc_block), f4(st.acc));
     fmt::print("          output so far acc / l = {}\n", f4(st.output));
   }

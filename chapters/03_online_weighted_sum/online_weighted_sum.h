@@ -5,18 +5,21 @@
 // across blocks of scores (the running max m and the running sum l). Here a third travels with
 // them: acc, the weighted sum of the value rows so far, a vector of head_dim numbers, kept
 // UN-scaled (not divided by l). When the max rises, l and acc are both too large by the same
-// factor and are both multiplied by exp(m_old - m_new). acc is divided by l once, at the end.
+// factor and are both multiplied by rescale = exp(m_old - m_new). acc is divided by l once, at the
+// end. The code shows it: RowState is chapter 02's OnlineState (m and l, updated by chapter 02's
+// own code) with acc added.
 //
 // The algorithm, for scores s_0 .. s_{n-1} and value rows v_0 .. v_{n-1} (each of head_dim):
 //   0. m = -inf, l = 0, acc = [0] * head_dim
 //      for each block B of consecutive keys (the last block may be shorter):
-//   1.   m_new = max(m, max_{j in B} s_j)
-//   2.   c     = exp(m - m_new)                  the factor: rescales what is already there
-//   3.   p_j   = exp(s_j - m_new), j in B        the block's weights, against the new max
-//   4.   l     = c * l   + sum_{j in B} p_j
-//   5.   acc   = c * acc + sum_{j in B} p_j v_j  un-scaled: not divided by l
-//   6.   m     = m_new
-//   7. o = acc / l                               once, after the last block
+//   1.   m_new   = max(m, max_{j in B} s_j)
+//   2.   rescale = exp(m - m_new)                    rescales what is already there
+//   3.   p_j     = exp(s_j - m_new), j in B          the block's weights, against the new max
+//   4.   l       = rescale * l   + sum_{j in B} p_j
+//   5.   acc     = rescale * acc + sum_{j in B} p_j v_j   un-scaled: not divided by l
+//   6.   m       = m_new
+//   7. o = acc / l                                   once, after the last block
+// Lines 1, 2, 4 and 6 are chapter 02's lines 2-5 (OnlineState::update); lines 3 and 5 are new.
 // Lines 1-6 are the three lines of arithmetic (m, l, acc) that the chapter 05 kernel runs per
 // query row, with the same names.
 //
@@ -25,15 +28,14 @@
 // every exp(s_j - m_old) into exp(s_j - m_new) at once; docs/03-online-weighted-sum.md has the
 // induction.
 //
-// Conventions (DESIGN.md, "Numbers and conventions"):
+// Conventions (docs/conventions.md, "Numbers"):
 //   - a score of -inf gets weight 0; a row whose scores are all -inf gives an output of zeros;
 //   - a NaN score makes the whole output NaN (through l); a NaN in value row j, column d makes
 //     output column d NaN;
 //   - a score of +inf gives NaN, as in chapters 01 and 02 (exp(inf - inf)).
 //
-// Source: the seed "Two blocks" and "More than two blocks" (second seed; its worked example is
-// scores 1, 3, 5, 2 with values 10, 20, 30, 40 in blocks of two, output 28.9847); Milakov and
-// Gimelshein 2018, "Online normalizer calculation for softmax", section 3; Dao 2023,
+// Source: the worked example (scores 1, 3, 5, 2 with values 10, 20, 30, 40 in blocks of two, output
+// 28.9847; docs/03-online-weighted-sum.md walks through it); Milakov and Gimelshein 2018, "Online normalizer calculation for softmax", section 3; Dao 2023,
 // "FlashAttention-2", section 3.1 (the un-scaled output, divided once at the end).
 // Run the demo: build/default/bin/ch03_online_weighted_sum
 #pragma once
@@ -69,14 +71,14 @@ inline constexpr double kWorkedExampleBound = 1e-8;
 inline constexpr double kSameSumBound = 1e-14;
 
 // What one block did to the running state: every figure of lines 1-7, kept for the demo's trace
-// (and for a figure a later issue draws from it). Vectors have head_dim entries unless noted.
+// (and for docs/figures/worked-example.svg, drawn from it). Vectors have head_dim entries unless noted.
 struct BlockStep {
   std::size_t first = 0;              // index of the block's first key (set by the caller of fold)
   std::size_t count = 0;              // keys in the block (the last block may be shorter)
   double block_max = minus_infinity;  // line 1: max of the block's own scores
   double m_old = minus_infinity;      // the running max before the block
   double m_new = minus_infinity;      // line 1: the running max after it
-  double factor = 0.0;                // line 2: exp(m_old - m_new); 0 for the first block
+  double rescale = 0.0;               // line 2: exp(m_old - m_new); 0 for the first block
   std::vector<double> p;              // line 3: the block's weights (count entries)
   double l_carried = 0.0;             // line 4, first term: c * l
   std::vector<double> acc_carried;    // line 5, first term: c * acc
@@ -87,11 +89,12 @@ struct BlockStep {
   std::vector<double> output;         // line 7 if the keys ended here: acc / l
 };
 
-// The state of one query row between blocks: the same three names as the chapter 05 kernel.
-struct RowState {
-  double m = minus_infinity;  // the largest score seen so far
-  double l = 0.0;             // sum of exp(s_j - m) over the keys seen so far
-  std::vector<double> acc;    // sum of exp(s_j - m) v_j over the keys seen so far (head_dim)
+// The state of one query row between blocks: chapter 02's m and l, and acc. The same three names
+// as the chapter 05 kernel.
+struct RowState : ch02::OnlineState<double> {
+  // m: the largest score seen so far; l: sum of exp(s_j - m) over the keys seen so far (both from
+  // ch02::OnlineState); acc: sum of exp(s_j - m) v_j over the keys seen so far (head_dim values).
+  std::vector<double> acc;
 
   // Line 0: nothing seen yet.
   explicit RowState(std::size_t head_dim) : acc(head_dim, 0.0) {}
@@ -105,45 +108,34 @@ struct RowState {
           "RowState::fold: a block of {} scores needs a [{}, {}] block of value rows, got [{}, {}]",
           s.size(), s.size(), acc.size(), v.rows(), v.cols()));
     }
-    // line 1: the new running max. A NaN score never compares greater, so it never becomes m;
-    // it reaches the output through its weight in line 3 instead.
-    double block_max = minus_infinity;
-    for (double sj : s) block_max = sj > block_max ? sj : block_max;
-    const double m_new = block_max > m ? block_max : m;
+    const double m_old = m, l_old = l;
+    // Lines 1, 2, 4 and 6: chapter 02's update of m and l, unchanged. (A NaN score never becomes m;
+    // it reaches l, and the output, through its weight.)
+    const double rescale = update(s);
+    // While every score so far is -inf, m is -inf: the weights are measured against 0 instead
+    // (ch02::safe_max), so they are 0, l stays 0 and line 7 gives zeros (the kernels do the same).
+    const double m_safe = ch02::safe_max(m);
 
-    // While every score so far is -inf, m_new is -inf and exp(-inf - (-inf)) would be NaN.
-    // Measuring against 0 instead gives c = 0 and p_j = 0: nothing carried, nothing added, and l
-    // stays 0, which line 7 turns into an output of zeros (the chapter 05 kernel does the same).
-    const double m_ref = m_new == minus_infinity ? 0.0 : m_new;
-
-    // line 2: the factor that rescales what is already there.
-    const double c = std::exp(m - m_ref);
-
-    // line 3, and the block's own terms of lines 4 and 5.
+    // Line 3, the block's weights (the very terms update() added to l), and line 5's own part.
     std::vector<double> p(s.size());
-    double l_block = 0.0;
     std::vector<double> acc_block(acc.size(), 0.0);
     for (std::size_t j = 0; j < s.size(); ++j) {
-      p[j] = std::exp(s[j] - m_ref);
-      l_block += p[j];
+      p[j] = ch02::term(s[j], m_safe);
       for (std::size_t d = 0; d < acc.size(); ++d) acc_block[d] += p[j] * v(j, d);
     }
-
-    // lines 4 and 5: rescale the carried numbers, then add the block's own.
-    const double l_carried = c * l;
+    // Line 5: rescale the carried acc, then add the block's own.
     std::vector<double> acc_carried(acc.size());
-    for (std::size_t d = 0; d < acc.size(); ++d) acc_carried[d] = c * acc[d];
-    l = l_carried + l_block;
+    for (std::size_t d = 0; d < acc.size(); ++d) acc_carried[d] = rescale * acc[d];
     for (std::size_t d = 0; d < acc.size(); ++d) acc[d] = acc_carried[d] + acc_block[d];
 
     if (record != nullptr) {
       record->count = s.size();
-      record->block_max = block_max;
-      record->m_old = m;
-      record->m_new = m_new;
-      record->factor = c;
-      record->l_carried = l_carried;
-      record->l_block = l_block;
+      record->block_max = ch02::block_max(s);
+      record->m_old = m_old;
+      record->m_new = m;
+      record->rescale = rescale;
+      record->l_carried = l_old * rescale;             // line 4's two terms, as update() added them
+      record->l_block = ch02::block_sum(s, m_safe);
       record->l = l;
       record->acc = acc;
       record->output = finish();
@@ -151,12 +143,10 @@ struct RowState {
       record->acc_carried = std::move(acc_carried);
       record->acc_block = std::move(acc_block);
     }
-    // line 6
-    m = m_new;
   }
 
   // Line 7: the output acc / l (head_dim values). If no key had any weight (no keys yet, or every
-  // score -inf) l is 0 and the output is zeros, by DESIGN.md's convention for a masked row.
+  // score -inf) l is 0 and the output is zeros, the book's convention for a masked row.
   std::vector<double> finish() const {
     std::vector<double> o(acc.size(), 0.0);
     if (l == 0.0) return o;
@@ -240,7 +230,7 @@ inline std::vector<BlockStep> trace_online_weighted_sum(std::span<const double> 
 
 // The all-at-once form, the chapter's reference: the softmax of the whole row first (chapter 02's
 // online_softmax), then sum_j p_j v_j. Same shapes, conventions and errors as online_weighted_sum
-// (there is no block). Source: the seed "All four scores at once".
+// (there is no block). Source: the definition, softmax first and the weighted sum after.
 inline std::vector<double> weighted_sum_all_at_once(std::span<const double> scores,
                                                     fa::MatrixView<const double> values) {
   detail::check_scores_and_values("weighted_sum_all_at_once", scores, values);

@@ -1,24 +1,28 @@
-// The chapter's kernels, compiled once per backend: ch04::cpu (common/simt, naive_attention_cpu.cpp)
-// and ch04::gpu (nvcc, naive_attention_gpu.cu). Both are defined by the same source,
-// naive_attention.cuh; this header declares what the rest of the program may call.
+// The chapter's kernels, compiled once per backend (add_kernels, cmake/Chapters.cmake): ch04::cpu
+// (the host compiler, through common/simt) and ch04::gpu (nvcc). Both are defined by the same
+// source, naive_attention.cuh; this header declares what the rest of the program may call.
 #pragma once
 
 #include <span>
 
 #include "common/device_problem.h"
+#include "common/simt/launch_mode.h"
 
 namespace ch04 {
 
 using fa::DeviceProblem;
 using fa::DeviceRun;
 
-// Both backends offer the same two functions (defined in naive_attention.cuh):
-//   launch_naive_attention: the three launches on memory already on the device;
+// Both backends offer the same functions (defined in naive_attention.cuh):
+//   launch_naive_attention: the three launches on memory already on the device (with a
+//                           LaunchMode: asynchronous on the GPU if asked, common/simt/launch_mode.h);
 //   run_naive_attention:    host data in, host data out (copies, NaN-poisons the outputs,
 //                           launches); fills O, S and P of the DeviceRun.
 namespace cpu {  // always built
 void launch_naive_attention(const float* Q, const float* K, const float* V, float* S, float* P,
                             float* O, const DeviceProblem& problem);
+void launch_naive_attention(const float* Q, const float* K, const float* V, float* S, float* P,
+                            float* O, const DeviceProblem& problem, simt::LaunchMode mode);
 DeviceRun run_naive_attention(std::span<const float> Q, std::span<const float> K,
                               std::span<const float> V, const DeviceProblem& problem);
 }  // namespace cpu
@@ -26,6 +30,8 @@ DeviceRun run_naive_attention(std::span<const float> Q, std::span<const float> K
 namespace gpu {  // built where nvcc was found (FA_HAVE_CUDA); device pointers for launch_*
 void launch_naive_attention(const float* Q, const float* K, const float* V, float* S, float* P,
                             float* O, const DeviceProblem& problem);
+void launch_naive_attention(const float* Q, const float* K, const float* V, float* S, float* P,
+                            float* O, const DeviceProblem& problem, simt::LaunchMode mode);
 DeviceRun run_naive_attention(std::span<const float> Q, std::span<const float> K,
                               std::span<const float> V, const DeviceProblem& problem);
 }  // namespace gpu

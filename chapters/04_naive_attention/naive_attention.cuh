@@ -19,11 +19,12 @@
 // Causal mask: query i sees keys j <= i + seq_len_k - seq_len_q (bottom-right aligned, as in
 // FlashAttention 2.1+); a row that sees no key gets P = 0 and O = 0.
 //
-// This file is compiled twice: by the host compiler through common/simt (namespace ch04::cpu, in
-// naive_attention_cpu.cpp) and by nvcc (namespace ch04::gpu, in naive_attention_gpu.cu). Those two
-// files are the only ones that include it; everything else calls it through backends.h.
+// This file is compiled twice (add_kernels in cmake/Chapters.cmake): by the host compiler through
+// common/simt (namespace ch04::cpu) and by nvcc (namespace ch04::gpu). Nothing else
+// includes it; the rest of the program calls it through backends.h.
 //
-// Source: the first seed ("standard attention ... four passes over N^2 numbers"); Dao et al. 2022,
+// Source: Dao et al. 2022, FlashAttention, section 2.2 (standard attention: S and P written to and read
+// back from HBM, four passes over N^2 numbers) and
 // FlashAttention, Algorithm 0 (standard attention implementation).
 // Run the demo: build/default/bin/ch04_naive_attention
 #pragma once
@@ -87,8 +88,9 @@ __global__ void softmax_kernel(const float* __restrict__ S, float* __restrict__ 
   __syncthreads();  // everyone has read partial[0] before it is reused for the sum
 
   // A fully masked row has m = -inf, and exp(-inf - (-inf)) would be NaN: subtract 0 instead, so
-  // every term is exp(-inf) = 0, l = 0, and the row's P is 0 (DESIGN.md: masked rows give zeros).
-  const float m_safe = (m == -INFINITY) ? 0.0f : m;
+  // every term is exp(-inf) = 0, l = 0, and the row's P is 0 (the book's convention: masked rows give
+  // zeros, docs/conventions.md).
+  const float m_safe = m == -INFINITY ? 0.0f : m;  // chapter 02's safe_max, written out
 
   // Line 3: l = sum_j exp(S[i][j] - m), the same tree.
   float l = 0.0f;
@@ -127,9 +129,10 @@ __global__ void pv_kernel(const float* __restrict__ P, const float* __restrict__
 // under nvcc, host pointers on the CPU). Shapes as above; S and P hold
 // batch_heads * seq_len_q * seq_len_k floats. Throws what simt::launch throws (a CUDA error on the
 // GPU; std::invalid_argument for an impossible launch, std::runtime_error for a broken barrier on
-// the CPU). Grid limits: batch_heads <= 65535 (gridDim.y and .z).
+// the CPU). Grid limits: batch_heads <= 65535 (gridDim.y and .z). With LaunchMode::asynchronous
+// the GPU returns once the three kernels are queued (common/simt/launch_mode.h).
 void launch_naive_attention(const float* Q, const float* K, const float* V, float* S, float* P,
-                            float* O, const DeviceProblem& problem) {
+                            float* O, const DeviceProblem& problem, simt::LaunchMode mode) {
   const dim3 tile(16, 16);
   const auto blocks = [](int n) { return static_cast<unsigned>((n + 15) / 16); };
   const auto bh = static_cast<unsigned>(problem.batch_heads);
@@ -137,12 +140,18 @@ void launch_naive_attention(const float* Q, const float* K, const float* V, floa
   const int n_k = problem.seq_len_k;
   const int d = problem.head_dim;
 
-  simt::launch<scores_kernel>(dim3(blocks(n_k), blocks(n_q), bh), tile, 0, Q, K, S, n_q, n_k, d,
-                              problem.scale, problem.causal);
-  simt::launch<softmax_kernel>(dim3(static_cast<unsigned>(n_q), bh), dim3(kSoftmaxThreads), 0,
+  simt::launch<scores_kernel>(mode, dim3(blocks(n_k), blocks(n_q), bh), tile, 0, Q, K, S, n_q, n_k,
+                              d, problem.scale, problem.causal);
+  simt::launch<softmax_kernel>(mode, dim3(static_cast<unsigned>(n_q), bh), dim3(kSoftmaxThreads), 0,
                                static_cast<const float*>(S), P, n_k);
-  simt::launch<pv_kernel>(dim3(blocks(d), blocks(n_q), bh), tile, 0, static_cast<const float*>(P), V,
-                          O, n_q, n_k, d);
+  simt::launch<pv_kernel>(mode, dim3(blocks(d), blocks(n_q), bh), tile, 0,
+                          static_cast<const float*>(P), V, O, n_q, n_k, d);
+}
+
+// The same, waiting for each kernel (the default of simt::launch).
+void launch_naive_attention(const float* Q, const float* K, const float* V, float* S, float* P,
+                            float* O, const DeviceProblem& problem) {
+  launch_naive_attention(Q, K, V, S, P, O, problem, simt::LaunchMode::synchronous);
 }
 
 // Host data in, host data out: copies Q, K, V to the device, fills S, P and O with NaN (so a value

@@ -5,18 +5,20 @@
 // in tiles of Bc keys and folds each tile into a running output with chapter 03's recurrence (the
 // same three names: m, l, acc). Global memory sees Q and O once, K and V once per query block.
 //
-// The algorithm, for the block that owns query rows i0 .. i0+Br-1 of head bh
-// (Dao 2023, FlashAttention-2, Algorithm 1, forward pass):
-//    1. load Q_i (Br x head_dim) into shared memory
-//    2. per row: m = -inf, l = 0, acc = 0 (head_dim numbers, in registers)
-//    3. for each key tile j = 0, 1, ... (skipping the tiles a causal mask hides entirely):
-//    4.   load K_j and V_j (Bc x head_dim each) into shared memory
-//    5.   S = Q_i K_j^T * scale; -inf where the key is past seq_len_k or masked
-//    6.   m_new = max(m, rowmax(S))
-//    7.   P = exp(S - m_new); l = l * exp(m - m_new) + rowsum(P)
-//    8.   acc = acc * exp(m - m_new) + P V_j                       (un-scaled: no division yet)
-//    9.   m = m_new
-//   10. O_i = acc / l (0 for a row that saw no key); L_i = m + log(l) (-inf for such a row)
+// The algorithm: Dao 2023, FlashAttention-2, Algorithm 1 (forward pass), with the paper's line
+// numbers. A thread block runs lines 4-15 for one query block i (the grid is line 3's loop over i),
+// the rows i0 .. i0+Br-1 of head bh:
+//    4. load Q_i (Br x head_dim) into shared memory
+//    5. per row: m = -inf, l = 0, acc = 0 (head_dim numbers, in registers)
+//    6. for each key tile j = 0, 1, ... (skipping the tiles a causal mask hides entirely):
+//    7.   load K_j and V_j (Bc x head_dim each) into shared memory
+//    8.   S = Q_i K_j^T * scale; -inf where the key is past seq_len_k or masked
+//    9.   m_new = max(m, rowmax(S)); P = exp(S - m_new); l = l * exp(m - m_new) + rowsum(P)
+//   10.   acc = acc * exp(m - m_new) + P V_j              (un-scaled: no division yet); m = m_new
+//   12. O_i = acc / l (0 for a row that saw no key)
+//   13. L_i = m + log(l) (-inf for such a row)
+//   14-15. write O_i and L_i to global memory
+// (Lines 1-2 of the paper divide Q, K, V, O and L into blocks: the grid and the tile loop here.)
 //
 // Work split inside a block: kThreadsPerRow (4) threads share each query row, so a block has
 // Br * 4 threads. Thread `lane` of a row computes the scores of keys lane, lane+4, lane+8, ... of
@@ -28,15 +30,15 @@
 // of different rows hit different banks. For head_dim 128, Br = Bc = 64 that is 113 KiB: more than
 // the 48 KiB a launch may use by default, so the host side asks for it (cudaFuncSetAttribute).
 //
-// Agreement with chapter 04: step 5 sums q[d] * k[d] in the same order (d = 0, 1, ...) and scales
+// Agreement with chapter 04: line 8 sums q[d] * k[d] in the same order (d = 0, 1, ...) and scales
 // afterwards, exactly as ch04's scores_kernel does, so both kernels see the same S bit for bit.
 //
-// This file is compiled twice: by the host compiler through common/simt (namespace ch05::cpu, in
-// flash_attention_2_cpu.cpp) and by nvcc (namespace ch05::gpu, in flash_attention_2_gpu.cu). Those
-// two files are the only ones that include it; everything else calls it through backends.h.
+// This file is compiled twice (add_kernels in cmake/Chapters.cmake): by the host compiler through
+// common/simt (namespace ch05::cpu) and by nvcc (namespace ch05::gpu). Nothing else
+// includes it; the rest of the program calls it through backends.h.
 //
 // Source: Dao 2023, FlashAttention-2 (arXiv:2307.08691), sections 3.1 and 3.2 and Algorithm 1;
-// Milakov and Gimelshein 2018 for the online softmax; the seeds' worked example.
+// Milakov and Gimelshein 2018 for the online softmax.
 // Run the demo: build/default/bin/ch05_flash_attention_2
 #pragma once
 
@@ -94,7 +96,7 @@ __global__ void flash_attention_2_kernel(const float* __restrict__ Q, const floa
   const float* K_head = K + bh * seq_len_k * HEAD_DIM;
   const float* V_head = V + bh * seq_len_k * HEAD_DIM;
 
-  // Line 1: load Q_i. Rows past seq_len_q (the tail of the last query block) are loaded as zeros;
+  // Line 4: load Q_i. Rows past seq_len_q (the tail of the last query block) are loaded as zeros;
   // their threads still take part in every load and barrier below, and only skip the final write.
   for (int idx = tid; idx < Br * HEAD_DIM; idx += kThreads) {
     const int r = idx / HEAD_DIM;
@@ -102,7 +104,7 @@ __global__ void flash_attention_2_kernel(const float* __restrict__ Q, const floa
     Qi[r * kStride + d] = (i0 + r < seq_len_q) ? Q_head[static_cast<std::size_t>(i0 + r) * HEAD_DIM + d] : 0.0f;
   }
 
-  // Line 2: the running state of this thread's row. acc holds columns lane, lane+4, ...
+  // Line 5: the running state of this thread's row. acc holds columns lane, lane+4, ...
   float m = -INFINITY;
   float l = 0.0f;
   constexpr int kAccCols = HEAD_DIM / kThreadsPerRow;
@@ -117,10 +119,10 @@ __global__ void flash_attention_2_kernel(const float* __restrict__ Q, const floa
   const int block_visible = causal ? clamp_int(last_row + shift + 1, 0, seq_len_k) : seq_len_k;
   const int num_tiles = (block_visible + Bc - 1) / Bc;
 
-  for (int tile = 0; tile < num_tiles; ++tile) {  // line 3
+  for (int tile = 0; tile < num_tiles; ++tile) {  // line 6
     const int j0 = tile * Bc;
 
-    // Line 4: load K_j and V_j; keys past seq_len_k (the last tile's tail) become zeros.
+    // Line 7: load K_j and V_j; keys past seq_len_k (the last tile's tail) become zeros.
     __syncthreads();  // every thread is done with the previous tile's K_j, V_j and P
     for (int idx = tid; idx < Bc * HEAD_DIM; idx += kThreads) {
       const int r = idx / HEAD_DIM;
@@ -132,7 +134,7 @@ __global__ void flash_attention_2_kernel(const float* __restrict__ Q, const floa
     }
     __syncthreads();  // K_j, V_j (and, the first time, Q_i) are complete
 
-    // Line 5: this thread's scores, for keys c = lane + 4 * n of the tile.
+    // Line 8: this thread's scores, for keys c = lane + 4 * n of the tile.
     constexpr int kCols = Bc / kThreadsPerRow;
     float s[kCols];
     for (int n = 0; n < kCols; ++n) s[n] = 0.0f;
@@ -147,37 +149,37 @@ __global__ void flash_attention_2_kernel(const float* __restrict__ Q, const floa
       tile_max = fmaxf(tile_max, s[n]);
     }
 
-    // Line 6: the row's max over its 4 threads (lanes differing in bit 0, then bit 1).
+    // Line 9: m_new, the row's max over its 4 threads (lanes differing in bit 0, then bit 1).
     tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
     tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
     const float m_new = fmaxf(m, tile_max);
     // While the row has seen only masked keys, m_new is -inf and exp(-inf - (-inf)) would be NaN.
     // Subtracting 0 instead makes every term exp(-inf) = 0, so l and acc stay 0.
-    const float m_use = (m_new == -INFINITY) ? 0.0f : m_new;
-    const float factor = expf(m - m_use);  // exp(m_old - m_new); 0 on the row's first real tile
+    const float m_safe = m_new == -INFINITY ? 0.0f : m_new;  // chapter 02's safe_max, written out
+    const float rescale = expf(m - m_safe);  // exp(m_old - m_new); 0 on the row's first real tile
 
-    // Line 7: P = exp(S - m_new) into shared memory, and its row sum.
+    // Line 9: P = exp(S - m_new) into shared memory, and its row sum; l rescaled and grown.
     float tile_sum = 0.0f;
     for (int n = 0; n < kCols; ++n) {
-      const float p = expf(s[n] - m_use);
+      const float p = expf(s[n] - m_safe);
       Ps[row * kPStride + lane + kThreadsPerRow * n] = p;
       tile_sum += p;
     }
     tile_sum += __shfl_xor_sync(0xffffffffu, tile_sum, 1);
     tile_sum += __shfl_xor_sync(0xffffffffu, tile_sum, 2);
-    l = l * factor + tile_sum;
+    l = l * rescale + tile_sum;
     __syncthreads();  // the row's P is complete (written by its 4 threads)
 
-    // Line 8: acc = acc * exp(m - m_new) + P V_j, for this thread's columns d = lane + 4 * c.
-    for (float& a : acc) a *= factor;
+    // Line 10: acc = acc * exp(m - m_new) + P V_j, for this thread's columns d = lane + 4 * c.
+    for (float& a : acc) a *= rescale;
     for (int jj = 0; jj < Bc; ++jj) {
       const float p = Ps[row * kPStride + jj];
       for (int c = 0; c < kAccCols; ++c) acc[c] += p * Vj[jj * kStride + lane + kThreadsPerRow * c];
     }
-    m = m_new;  // line 9
+    m = m_new;  // line 10
   }
 
-  // Line 10: divide once, write O and L. A row that saw no key has l = 0: O = 0, L = -inf.
+  // Lines 12-15: divide once, write O and L. A row that saw no key has l = 0: O = 0, L = -inf.
   // (A NaN score makes l NaN, and the NaN goes on into O and L.)
   if (i < seq_len_q) {
     float* O_row = O + (bh * seq_len_q + i) * HEAD_DIM;
@@ -186,39 +188,46 @@ __global__ void flash_attention_2_kernel(const float* __restrict__ Q, const floa
   }
 }
 
-// One kernel instance: sets its shared-memory allowance and launches it on memory already on the
-// device. Throws what simt::launch throws.
+// One kernel instance: sets its shared-memory allowance (a runtime call the first time only) and
+// launches it on memory already on the device, waiting for it or not as `mode` says
+// (common/simt/launch_mode.h). Throws what simt::launch throws.
 template <int HEAD_DIM, int Br, int Bc>
 void launch_tile(const float* Q, const float* K, const float* V, float* O, float* L,
-                 const DeviceProblem& problem) {
+                 const DeviceProblem& problem, simt::LaunchMode mode) {
   constexpr auto kernel = flash_attention_2_kernel<HEAD_DIM, Br, Bc>;
   const std::size_t bytes = shared_floats(HEAD_DIM, Br, Bc) * sizeof(float);
   simt::set_max_dynamic_shared_bytes<kernel>(bytes);  // above 48 KiB a GPU needs the opt-in
   const dim3 grid(static_cast<unsigned>((problem.seq_len_q + Br - 1) / Br),
                   static_cast<unsigned>(problem.batch_heads));
-  simt::launch<kernel>(grid, dim3(Br * kThreadsPerRow), bytes, Q, K, V, O, L, problem.seq_len_q,
-                       problem.seq_len_k, problem.scale, problem.causal);
+  simt::launch<kernel>(mode, grid, dim3(Br * kThreadsPerRow), bytes, Q, K, V, O, L,
+                       problem.seq_len_q, problem.seq_len_k, problem.scale, problem.causal);
 }
 
 // The head dim and tile shape chosen at run time, mapped onto the compiled instances.
 template <int HEAD_DIM>
 void launch_head_dim(const float* Q, const float* K, const float* V, float* O, float* L,
-                     const DeviceProblem& problem) {
+                     const DeviceProblem& problem, simt::LaunchMode mode) {
   const TileShape t = problem.tile;
-  if (t == TileShape{64, 64}) return launch_tile<HEAD_DIM, 64, 64>(Q, K, V, O, L, problem);
-  if (t == TileShape{32, 64}) return launch_tile<HEAD_DIM, 32, 64>(Q, K, V, O, L, problem);
-  if (t == TileShape{64, 32}) return launch_tile<HEAD_DIM, 64, 32>(Q, K, V, O, L, problem);
+  if (t == TileShape{64, 64}) return launch_tile<HEAD_DIM, 64, 64>(Q, K, V, O, L, problem, mode);
+  if (t == TileShape{32, 64}) return launch_tile<HEAD_DIM, 32, 64>(Q, K, V, O, L, problem, mode);
+  if (t == TileShape{64, 32}) return launch_tile<HEAD_DIM, 64, 32>(Q, K, V, O, L, problem, mode);
   throw std::invalid_argument("flash_attention_2: tile shape not compiled (see kTileShapes)");
 }
 
 void launch_flash_attention_2(const float* Q, const float* K, const float* V, float* O, float* L,
-                              const DeviceProblem& problem) {
+                              const DeviceProblem& problem, simt::LaunchMode mode) {
   switch (problem.head_dim) {
-    case 32: return launch_head_dim<32>(Q, K, V, O, L, problem);
-    case 64: return launch_head_dim<64>(Q, K, V, O, L, problem);
-    case 128: return launch_head_dim<128>(Q, K, V, O, L, problem);
+    case 32: return launch_head_dim<32>(Q, K, V, O, L, problem, mode);
+    case 64: return launch_head_dim<64>(Q, K, V, O, L, problem, mode);
+    case 128: return launch_head_dim<128>(Q, K, V, O, L, problem, mode);
     default: throw std::invalid_argument("flash_attention_2: head_dim not compiled (see kHeadDims)");
   }
+}
+
+// The same, waiting for the kernel (the default of simt::launch).
+void launch_flash_attention_2(const float* Q, const float* K, const float* V, float* O, float* L,
+                              const DeviceProblem& problem) {
+  launch_flash_attention_2(Q, K, V, O, L, problem, simt::LaunchMode::synchronous);
 }
 
 DeviceRun run_flash_attention_2(std::span<const float> Q, std::span<const float> K,

@@ -15,21 +15,23 @@
 // walk counts two things at once: `moved` (no L2 reuse: every load goes to HBM) and `once` (every
 // re-read is an L2 hit: a value costs HBM traffic only the first time).
 //
-// The walk in FlashAttention-2's order (Dao 2023, Algorithm 1), Tr = ceil(N/Br), Tc = ceil(N/Bc):
-//   1. for i = 0 .. Tr-1                          one query block of Br rows (a thread block)
-//   2.   load Q_i                                 at j == 0 only: e * rows_i * d
-//   3.   for j = 0 .. Tc-1                        key/value blocks of Bc rows stream past
-//   4.     load K_j, V_j                          every tile: 2 e * cols_j * d ("once": i == 0 only)
-//   5.     S_ij = Q_i K_j^T, fold into m, l, O_i  on chip: no HBM traffic
-//   6.   write O_i                                after the last tile (j == Tc-1): e * rows_i * d
+// The walk in FlashAttention-2's order (Dao 2023, Algorithm 1, with its line numbers), Tr = ceil(N/Br),
+// Tc = ceil(N/Bc):
+//    3. for i = 0 .. Tr-1                          one query block of Br rows (a thread block)
+//    4.   load Q_i                                 at j == 0 only: e * rows_i * d
+//    6.   for j = 0 .. Tc-1                        key/value blocks of Bc rows stream past
+//    7.     load K_j, V_j                          every tile: 2 e * cols_j * d ("once": i == 0 only)
+//  8-10.    S_ij = Q_i K_j^T, fold into m, l, O_i  on chip: no HBM traffic
+//   14.   write O_i                                after the last tile (j == Tc-1): e * rows_i * d
 //
-// The walk in FlashAttention's order (Dao et al. 2022, Algorithm 1), for comparison:
-//   1. for j = 0 .. Tc-1                          key/value blocks outside
-//   2.   load K_j, V_j                            once per key block (at i == 0)
-//   3.   for i = 0 .. Tr-1                        query blocks inside
-//   4.     load Q_i; and, for j > 0, O_i, m_i, l_i    the partial results of the last key block
-//   5.     S_ij = Q_i K_j^T, fold into m_i, l_i, O_i  on chip
-//   6.     write O_i, m_i, l_i                    every tile ("once": only at j == Tc-1)
+// The walk in FlashAttention's order (Dao et al. 2022, Algorithm 1, with its line numbers), for
+// comparison:
+//    5. for j = 0 .. Tc-1                          key/value blocks outside
+//    6.   load K_j, V_j                            once per key block (at i == 0)
+//    7.   for i = 0 .. Tr-1                        query blocks inside
+//    8.     load Q_i; and, for j > 0, O_i, m_i, l_i    the partial results of the last key block
+//  9-11.    S_ij = Q_i K_j^T, fold into m_i, l_i, O_i  on chip
+// 12-13.    write O_i, m_i, l_i                    every tile ("once": only at j == Tc-1)
 //   The paper's line 2 initialises O, l, m in HBM and line 8 reads them back even at j == 0; we
 //   count a kernel that starts them on chip instead (zeros, zeros, -inf), so neither that write
 //   nor that read appears.
@@ -38,15 +40,16 @@
 // the last key block N - (Tc-1) Bc rows, and the walk counts exactly the rows they hold. Every
 // query block still streams all N rows of K and V, so for any N the walk gives
 //   FA2 moved = e (2Nd + 2Nd ceil(N/Br))
-// and the seed's closed form, which writes ceil(N/Br) as N/Br, assumes Br divides N: with a
+// and the closed form, which writes ceil(N/Br) as N/Br, assumes Br divides N: with a
 // short last block it undercounts by 2eNd (ceil(N/Br) - N/Br). fa2_bytes_closed_form() therefore
 // refuses an N that Br does not divide; walk_fa2() is exact for every N.
 //
 // Not counted: the logsumexp L = m + log(l) that FA2 writes for the backward pass (4N bytes in
-// fp32, under 0.1% of the FA2 column at the seed's sizes), as in the seed's table; FA1's m and l
+// fp32, under 0.1% of the FA2 column at the traffic table's sizes), as the traffic table leaves it
+// out; FA1's m and l
 // are counted, because its order has to send them through HBM between key blocks.
 //
-// Source: the first seed ("HBM traffic", its per-tile code and its table: BF16, blocks of 128);
+// Source: the traffic table (docs/05-flash-attention-2.md: one head, forward, BF16, blocks of 128);
 // Dao 2023, FlashAttention-2, section 3.1 and Algorithm 1 (the loop order); Dao et al. 2022,
 // FlashAttention, section 3.2 and Theorem 2 (IO complexity: Theta(N^2 d^2 / M) HBM accesses with
 // on-chip memory M, here with Bc = Theta(M/d), against Theta(Nd + N^2) for standard attention).
@@ -138,7 +141,8 @@ using TileVisitor = std::function<void(const TileStep&)>;
 // ---- Closed forms ----------------------------------------------------------------------------
 
 // Standard attention (chapter 04's three kernels): e (2Nd + 4N^2 + 2Nd) bytes, for any N.
-// Throws std::invalid_argument as check_traffic_case. Source: the first seed, "HBM traffic".
+// Throws std::invalid_argument as check_traffic_case. Source: Dao et al. 2022, FlashAttention,
+// section 2.2 (standard attention) and Theorem 2 (its Theta(Nd + N^2) HBM accesses).
 inline std::uint64_t standard_attention_bytes(const TrafficCase& c) {
   check_traffic_case(c);
   const std::uint64_t N = c.seq_len, d = c.head_dim, e = c.bytes;
@@ -147,7 +151,7 @@ inline std::uint64_t standard_attention_bytes(const TrafficCase& c) {
 
 // FlashAttention-2 without L2 reuse: e (2Nd + 2N^2 d / Br) bytes. Assumes Br divides N (see the
 // header comment for a short last block); throws std::invalid_argument when it does not, or as
-// check_traffic_case. Source: the first seed; Dao 2023, section 3.1.
+// check_traffic_case. Source: Dao 2023, section 3.1 and Algorithm 1.
 inline std::uint64_t fa2_bytes_closed_form(const TrafficCase& c) {
   check_traffic_case(c);
   if (c.seq_len % c.Br != 0) {
@@ -161,7 +165,7 @@ inline std::uint64_t fa2_bytes_closed_form(const TrafficCase& c) {
 }
 
 // The floor: Q, K, V read once and O written once, 4eNd bytes, for any N. Throws
-// std::invalid_argument as check_traffic_case. Source: the first seed.
+// std::invalid_argument as check_traffic_case. Source: Dao et al. 2022, section 3.2.
 inline std::uint64_t floor_bytes(const TrafficCase& c) {
   check_traffic_case(c);
   const std::uint64_t N = c.seq_len, d = c.head_dim, e = c.bytes;
@@ -203,31 +207,31 @@ inline void check_walk(const TrafficCase& c, const char* who) {
   }
 }
 
-// FlashAttention-2's order (lines 1-6 at the top): query blocks outside, key blocks inside.
+// FlashAttention-2's order (the first walk at the top): query blocks outside, key blocks inside.
 // Returns both counters; calls visit (when given) after each tile. Exact for every seq_len.
-// Throws std::invalid_argument as check_walk. Source: the first seed's per-tile code (plus the
-// write of O_i, which the seed's closed form counts); Dao 2023, Algorithm 1.
+// Throws std::invalid_argument as check_walk. Source: Dao 2023, Algorithm 1: what each tile loads,
+// plus the write of O_i, which the closed form counts.
 inline Traffic walk_fa2(const TrafficCase& c, const TileVisitor& visit = {}) {
   check_walk(c, "walk_fa2");
   const std::uint64_t N = c.seq_len, d = c.head_dim, e = c.bytes, Br = c.Br, Bc = c.Bc;
   const std::uint64_t Tr = ceil_div(N, Br), Tc = ceil_div(N, Bc);
   Traffic t;
   std::int64_t step = 0;
-  for (std::uint64_t i = 0; i < Tr; ++i) {                  // line 1
+  for (std::uint64_t i = 0; i < Tr; ++i) {                  // line 3
     const std::uint64_t rows = std::min(Br, N - i * Br);    // the last query block may be short
-    for (std::uint64_t j = 0; j < Tc; ++j) {                // line 3
+    for (std::uint64_t j = 0; j < Tc; ++j) {                // line 6
       const std::uint64_t cols = std::min(Bc, N - j * Bc);  // the last key block may be short
-      if (j == 0) {                                         // line 2: Q_i, once per query block
+      if (j == 0) {                                         // line 4: Q_i, once per query block
         t.moved.q_read += e * rows * d;
         t.once.q_read += e * rows * d;
       }
-      t.moved.k_read += e * cols * d;                       // line 4: K_j, V_j, every tile
+      t.moved.k_read += e * cols * d;                       // line 7: K_j, V_j, every tile
       t.moved.v_read += e * cols * d;
       if (i == 0) {                                         // later query blocks find them in L2
         t.once.k_read += e * cols * d;
         t.once.v_read += e * cols * d;
       }
-      if (j == Tc - 1) {                                    // line 6: O_i, after its last tile
+      if (j == Tc - 1) {                                    // line 14: O_i, after its last tile
         t.moved.o_write += e * rows * d;
         t.once.o_write += e * rows * d;
       }
@@ -241,7 +245,7 @@ inline Traffic walk_fa2(const TrafficCase& c, const TileVisitor& visit = {}) {
   return t;
 }
 
-// FlashAttention's order (the second lines 1-6 at the top): key blocks outside, query blocks
+// FlashAttention's order (the second walk at the top): key blocks outside, query blocks
 // inside, the partial O_i, m_i, l_i sent through HBM between key blocks. Returns both counters;
 // calls visit (when given) after each tile. Exact for every seq_len. Throws std::invalid_argument
 // as check_walk. Source: Dao et al. 2022, Algorithm 1 and section 3.2.
@@ -252,23 +256,23 @@ inline Traffic walk_fa1(const TrafficCase& c, const TileVisitor& visit = {}) {
   const std::uint64_t Tr = ceil_div(N, Br), Tc = ceil_div(N, Bc);
   Traffic t;
   std::int64_t step = 0;
-  for (std::uint64_t j = 0; j < Tc; ++j) {                  // line 1
+  for (std::uint64_t j = 0; j < Tc; ++j) {                  // line 5
     const std::uint64_t cols = std::min(Bc, N - j * Bc);
-    for (std::uint64_t i = 0; i < Tr; ++i) {                // line 3
+    for (std::uint64_t i = 0; i < Tr; ++i) {                // line 7
       const std::uint64_t rows = std::min(Br, N - i * Br);
-      if (i == 0) {                                         // line 2: K_j, V_j, once per key block
+      if (i == 0) {                                         // line 6: K_j, V_j, once per key block
         t.moved.k_read += e * cols * d;
         t.moved.v_read += e * cols * d;
         t.once.k_read += e * cols * d;
         t.once.v_read += e * cols * d;
       }
-      t.moved.q_read += e * rows * d;                       // line 4: Q_i, every tile
+      t.moved.q_read += e * rows * d;                       // line 8: Q_i, every tile
       if (j == 0) t.once.q_read += e * rows * d;            // later key blocks find it in L2
-      if (j > 0) {                                          // line 4: last key block's partials
+      if (j > 0) {                                          // line 8: last key block's partials
         t.moved.o_read += e * rows * d;
         t.moved.stats_read += 2 * s * rows;
       }
-      t.moved.o_write += e * rows * d;                      // line 6: every tile
+      t.moved.o_write += e * rows * d;                      // lines 12-13: every tile
       t.moved.stats_write += 2 * s * rows;
       if (j == Tc - 1) {                                    // only the final values stay in HBM
         t.once.o_write += e * rows * d;

@@ -1,13 +1,14 @@
 // Chapter 05: the HBM traffic table that `ch05_flash_attention_2 --traffic` prints.
 //
-// What this adds to traffic_model.h: the seed's table, one row per problem size:
-//   1. standard attention    standard_attention_bytes (closed form, any N)
-//   2. FA2, no L2 reuse      walk_fa2(...).moved      (the tile walk: exact for any N)
-//   3. floor                 walk_fa2(...).once       (equals floor_bytes, 4eNd)
-//   4. each in MB (10^6 bytes) to 3 significant figures, trailing zeros dropped as the seed
+// What this adds to traffic_model.h: the traffic table, one row per problem size:
+//   standard attention    standard_attention_bytes (closed form, any N)
+//   FA2, no L2 reuse      walk_fa2(...).moved      (the tile walk: exact for any N)
+//   floor                 walk_fa2(...).once       (equals floor_bytes, 4eNd)
+// each in MB (10^6 bytes) to 3 significant figures, trailing zeros dropped, as the book
 //      prints them: 136 MB, 34.6 MB, 2.1 MB.
 //
-// Source: the first seed, table "One head, forward pass (model, BF16, blocks of 128)".
+// Source: the traffic table, "one head, forward pass (model, BF16, blocks of 128)", whose figures this
+// code computes (docs/05-flash-attention-2.md).
 // Run the demo: build/default/bin/ch05_flash_attention_2 --traffic
 #pragma once
 
@@ -23,7 +24,7 @@
 
 namespace ch05 {
 
-// The three sizes of the seed's table: BF16 (2 bytes), blocks of 128.
+// The three sizes of the traffic table: BF16 (2 bytes), blocks of 128.
 inline std::vector<TrafficCase> traffic_table_cases() {
   return {TrafficCase{4096, 64, 128, 128, 2, 4}, TrafficCase{4096, 128, 128, 128, 2, 4},
           TrafficCase{8192, 128, 128, 128, 2, 4}};
@@ -42,7 +43,7 @@ inline std::string format_megabytes(std::uint64_t bytes) {
   const int decimals = exponent >= 2 ? 0 : 2 - exponent;  // the third significant figure's place
   std::string s = fmt::format("{:.{}f}", mb, decimals);
   if (s.find('.') != std::string::npos) {
-    s.erase(s.find_last_not_of('0') + 1);   // 2.10 -> 2.1, as the seed prints it
+    s.erase(s.find_last_not_of('0') + 1);   // 2.10 -> 2.1, as the traffic table prints it
     if (s.back() == '.') s.pop_back();       // 10.0 -> 10
   }
   return s;
@@ -51,12 +52,12 @@ inline std::string format_megabytes(std::uint64_t bytes) {
 // One row of the table, in bytes.
 struct TrafficRow {
   TrafficCase c;
-  std::uint64_t standard = 0;  // line 1
-  std::uint64_t fa2 = 0;       // line 2
-  std::uint64_t floor = 0;     // line 3
+  std::uint64_t standard = 0;  // standard attention
+  std::uint64_t fa2 = 0;       // FA2, no L2 reuse
+  std::uint64_t floor = 0;     // every value once
 };
 
-// Computes lines 1-3 for one case. Throws std::invalid_argument as walk_fa2.
+// Computes the three columns for one case. Throws std::invalid_argument as walk_fa2.
 inline TrafficRow traffic_row(const TrafficCase& c) {
   const Traffic t = walk_fa2(c);
   return TrafficRow{c, standard_attention_bytes(c), t.moved.total(), t.once.total()};

@@ -4,17 +4,38 @@
 //
 //   launch<Kernel>(grid, block, bytes, args...)  Kernel<<<grid, block, bytes>>>(args...), then
 //                                                 cudaGetLastError and cudaDeviceSynchronize checked
+//   launch_async<Kernel>(grid, block, bytes, ...) Kernel<<<...>>>(...), then cudaGetLastError only
+//   launch<Kernel>(mode, grid, block, bytes, ...) one of the two, as the LaunchMode says
 //   set_max_dynamic_shared_bytes<Kernel>(bytes)   cudaFuncSetAttribute(Kernel,
-//                                                 cudaFuncAttributeMaxDynamicSharedMemorySize)
+//                                                 cudaFuncAttributeMaxDynamicSharedMemorySize),
+//                                                 once per kernel and size
 //   DeviceBuffer<T>                               cudaMalloc / cudaMemcpy / cudaFree
 //   SIMT_DYNAMIC_SHARED(T, name)                  extern __shared__ (16-byte aligned)
 //
 // Every CUDA call is checked with FA_CUDA_CHECK: a failure throws std::runtime_error with the call,
 // the CUDA error, the file and the line; a launch failure also names the kernel.
+//
+// SIMT_POISON (1 unless NDEBUG is defined, i.e. in every preset of this project, whose Release
+// builds keep assertions; build with -DSIMT_POISON=0 in CMAKE_CUDA_FLAGS, or with NDEBUG, to
+// turn it off): memory a kernel finds before anything wrote it is filled with 0xff bytes, NaN for
+// float and double, as on the CPU (buffer.h, block.cpp), so that a read of unwritten memory shows
+// as NaN on the GPU too instead of whatever the last kernel left there:
+//   DeviceBuffer<T>(count)  cudaMemset(0xff) after cudaMalloc
+//   SIMT_DYNAMIC_SHARED     at the kernel's entry every thread of the block fills its share of the
+//                           dynamic shared memory (its size from the PTX special register
+//                           %dynamic_smem_size) and the block meets at a __syncthreads(). So
+//                           SIMT_DYNAMIC_SHARED must come once per kernel, at its top, before any
+//                           return and outside any branch, where every thread of the block reaches
+//                           it (as the chapters' kernels have it), never in a __device__ helper.
+// The fill costs one pass of 16-byte stores over the block's dynamic shared memory per block;
+// compute-sanitizer's initcheck sees poisoned buffers as written.
+// Source: CUDA Runtime API, cudaMemset, cudaFuncSetAttribute; PTX ISA, "Special Registers:
+// %dynamic_smem_size"; CUDA C++ Programming Guide, "__syncthreads()".
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstddef>
 #include <span>
 #include <stdexcept>
@@ -25,36 +46,110 @@
 
 #include "common/cuda_check.h"
 #include "common/simt/backend.h"
+#include "common/simt/launch_mode.h"
 #include "common/simt/launch_rules.h"
 
+#ifndef SIMT_POISON
+#if defined(NDEBUG)
+#define SIMT_POISON 0
+#else
+#define SIMT_POISON 1
+#endif
+#endif
+
+namespace simt {
+inline namespace gpu {
+namespace detail {
+
+// The bytes of dynamic shared memory this launch gave the block (PTX ISA: %dynamic_smem_size).
+__device__ __forceinline__ unsigned dynamic_shared_size() {
+  unsigned bytes;
+  asm volatile("mov.u32 %0, %%dynamic_smem_size;" : "=r"(bytes));
+  return bytes;
+}
+
+// The block's dynamic shared memory (`base`, 16-byte aligned), filled with 0xff bytes under
+// SIMT_POISON: each thread stores every blockDim-th 16-byte word, then the whole block waits at a
+// barrier, so no thread reads before the fill is complete. Every thread of the block must call it.
+__device__ __forceinline__ unsigned char* prepared_dynamic_shared(unsigned char* base) {
+#if SIMT_POISON
+  const unsigned bytes = dynamic_shared_size();
+  const unsigned threads = blockDim.x * blockDim.y * blockDim.z;
+  const unsigned t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+  uint4* words = reinterpret_cast<uint4*>(base);
+  const uint4 ones = make_uint4(~0u, ~0u, ~0u, ~0u);
+  for (unsigned i = t; i < bytes / 16; i += threads) words[i] = ones;
+  for (unsigned i = bytes / 16 * 16 + t; i < bytes; i += threads) base[i] = 0xff;  // a ragged tail
+  __syncthreads();
+#endif
+  return base;
+}
+
+// The size set_max_dynamic_shared_bytes last gave each kernel (0: never), so that it calls the
+// runtime once per kernel and size.
+template <auto Kernel>
+inline std::atomic<std::size_t> applied_max_dynamic_shared_bytes{0};
+
+}  // namespace detail
+}  // namespace gpu
+}  // namespace simt
+
 // One name for every kernel's dynamic shared memory, declared as bytes: CUDA forbids declaring the
-// same extern __shared__ array with two different types.
+// same extern __shared__ array with two different types. Under SIMT_POISON it is filled with 0xff
+// bytes first (see the top of this file: once per kernel, at its top, reached by every thread).
 #define SIMT_DYNAMIC_SHARED(T, name)                                         \
   extern __shared__ __align__(16) unsigned char simt_dynamic_shared_bytes[]; \
-  T* name = reinterpret_cast<T*>(simt_dynamic_shared_bytes)
+  T* name = reinterpret_cast<T*>(::simt::gpu::detail::prepared_dynamic_shared(simt_dynamic_shared_bytes))
 
 namespace simt {
 inline namespace gpu {
 
-// See launch.h (the CPU version) for the contract. Throws std::invalid_argument for a launch shape
-// outside CUDA's limits (before launching), std::runtime_error when the launch or the kernel fails.
+// See launch_mode.h: returns once the kernel is queued. Throws std::invalid_argument for a launch
+// shape outside CUDA's limits (before launching), std::runtime_error naming the kernel when the
+// launch itself fails (a bad configuration, too much shared memory, an earlier kernel's fault).
 template <auto Kernel, class... Args>
-void launch(dim3 grid, dim3 block, std::size_t dynamic_shared_bytes, Args&&... args) {
+void launch_async(dim3 grid, dim3 block, std::size_t dynamic_shared_bytes, Args&&... args) {
   const std::string_view name = rules::kernel_name<Kernel>();
   rules::check_launch_shape(name, grid, block);
   Kernel<<<grid, block, dynamic_shared_bytes>>>(std::forward<Args>(args)...);
   try {
-    FA_CUDA_CHECK(cudaGetLastError());       // the launch itself (configuration, resources)
-    FA_CUDA_CHECK(cudaDeviceSynchronize());  // the kernel's run (a bad address, a trap)
+    FA_CUDA_CHECK(cudaGetLastError());  // the launch itself (configuration, resources)
   } catch (const std::runtime_error& e) {
     throw std::runtime_error("simt::launch of " + std::string(name) + ": " + e.what());
   }
 }
 
+// See launch.h (the CPU version) for the contract. Throws std::invalid_argument for a launch shape
+// outside CUDA's limits (before launching), std::runtime_error when the launch or the kernel fails.
+template <auto Kernel, class... Args>
+void launch(dim3 grid, dim3 block, std::size_t dynamic_shared_bytes, Args&&... args) {
+  launch_async<Kernel>(grid, block, dynamic_shared_bytes, std::forward<Args>(args)...);
+  try {
+    FA_CUDA_CHECK(cudaDeviceSynchronize());  // the kernel's run (a bad address, a trap)
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error("simt::launch of " + std::string(rules::kernel_name<Kernel>()) + ": " +
+                             e.what());
+  }
+}
+
+// launch() or launch_async(), as `mode` says.
+template <auto Kernel, class... Args>
+void launch(LaunchMode mode, dim3 grid, dim3 block, std::size_t dynamic_shared_bytes, Args&&... args) {
+  if (mode == LaunchMode::asynchronous) {
+    launch_async<Kernel>(grid, block, dynamic_shared_bytes, std::forward<Args>(args)...);
+  } else {
+    launch<Kernel>(grid, block, dynamic_shared_bytes, std::forward<Args>(args)...);
+  }
+}
+
+// cudaFuncSetAttribute(MaxDynamicSharedMemorySize), made only when `bytes` differs from what this
+// kernel was last given: a loop of launches then holds no runtime call but the launches.
 template <auto Kernel>
 void set_max_dynamic_shared_bytes(std::size_t bytes) {
+  if (detail::applied_max_dynamic_shared_bytes<Kernel>.load() == bytes) return;
   FA_CUDA_CHECK(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      static_cast<int>(bytes)));
+  detail::applied_max_dynamic_shared_bytes<Kernel> = bytes;
 }
 
 template <class T>
@@ -62,8 +157,12 @@ class DeviceBuffer {
   static_assert(std::is_trivially_copyable_v<T>, "device memory holds trivially copyable values");
 
  public:
+  // `count` elements; under SIMT_POISON filled with 0xff bytes (NaN for float), as on the CPU.
   explicit DeviceBuffer(std::size_t count) : size_(count) {
     FA_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&data_), count * sizeof(T)));
+#if SIMT_POISON
+    FA_CUDA_CHECK(cudaMemset(data_, 0xff, count * sizeof(T)));
+#endif
   }
   explicit DeviceBuffer(std::span<const T> host) : DeviceBuffer(host.size()) { copy_from_host(host); }
   DeviceBuffer(DeviceBuffer&& other) noexcept

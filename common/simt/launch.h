@@ -3,6 +3,7 @@
 //   simt::launch<ch04::cpu::scores_kernel>(grid, block, 0, Q, K, S, n);
 //   simt::set_max_dynamic_shared_bytes<flash_kernel<64, 64, 64>>(bytes);   // above 48 KiB
 //   simt::launch<flash_kernel<64, 64, 64>>(grid, block, bytes, ...);
+//   simt::launch_async<...>(...), simt::launch<...>(simt::LaunchMode, ...)   the same on the CPU
 //
 // The kernel is a template argument, so that its name (for error messages) comes from the
 // compiler, and so that nvcc's version of this function (gpu.h) can write Kernel<<<...>>>.
@@ -20,6 +21,7 @@
 
 #include "common/simt/device_code.h"
 #include "common/simt/grid.h"
+#include "common/simt/launch_mode.h"
 #include "common/simt/launch_rules.h"
 #include "common/simt/schedule.h"
 
@@ -87,6 +89,21 @@ void launch(dim3 grid, dim3 block, std::size_t dynamic_shared_bytes, Args&&... a
   run.params = &params;
   run.schedule = current_schedule_choice();
   detail::run_grid(run);
+}
+
+// CUDA's asynchronous launch (launch_mode.h). The CPU has no queue to put a kernel in, so this runs
+// every block to completion, exactly as launch() does, and throws what launch() throws.
+template <auto Kernel, class... Args>
+void launch_async(dim3 grid, dim3 block, std::size_t dynamic_shared_bytes, Args&&... args) {
+  launch<Kernel>(grid, block, dynamic_shared_bytes, std::forward<Args>(args)...);
+}
+
+// launch() or launch_async() as `mode` says, for host code that serves both (a chapter's launch
+// function, called by its tests synchronously and by a GPU benchmark asynchronously).
+template <auto Kernel, class... Args>
+void launch(LaunchMode mode, dim3 grid, dim3 block, std::size_t dynamic_shared_bytes, Args&&... args) {
+  (void)mode;  // both modes are synchronous on the CPU
+  launch<Kernel>(grid, block, dynamic_shared_bytes, std::forward<Args>(args)...);
 }
 
 }  // namespace cpu

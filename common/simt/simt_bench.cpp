@@ -1,7 +1,8 @@
 // simt_bench: what a launch and a barrier cost on the CPU.
 //
 //   BM_empty_launch     one block of 32 threads that does nothing: the fixed cost of a launch
-//   BM_two_barriers     1024 blocks of 256 threads, two __syncthreads() each (the yardstick);
+//   BM_two_barriers     1024 blocks of 256 threads, two __syncthreads() each (the launch that chose
+//                       the fiber mechanism, docs/simt.md);
 //                       argument: host threads
 // Counters: launches/s, and barriers/s counted per block (one block-wide __syncthreads() = 1) and
 // per thread (one thread passing one barrier = 1).
