@@ -3,7 +3,7 @@
 # -DFA_FETCH_DEPENDENCIES=ON and an internet connection, is downloaded by FetchContent instead.
 # Nothing is copied into the repository.
 
-option(FA_FETCH_DEPENDENCIES "Download fmt, CLI11, Catch2 and Google Benchmark when not installed" OFF)
+option(FA_FETCH_DEPENDENCIES "Download fmt, CLI11, Catch2, Google Benchmark and Google Highway when not installed" OFF)
 include(FetchContent)
 
 # fa_require(<find_package name> <apt package> <git repository> <git tag>)
@@ -29,6 +29,30 @@ fa_require(fmt       libfmt-dev       https://github.com/fmtlib/fmt.git         
 fa_require(CLI11     libcli11-dev     https://github.com/CLIUtils/CLI11.git          v2.4.2)
 fa_require(Catch2    catch2           https://github.com/catchorg/Catch2.git         v3.5.4)
 fa_require(benchmark libbenchmark-dev https://github.com/google/benchmark.git        v1.8.3)
+
+# Google Highway: portable SIMD, and the vectorised exp of its contrib math, for chapter 02's
+# benchmark of the safe against the online softmax (chapters/02_online_softmax/softmax_simd.cpp).
+set(HWY_ENABLE_TESTS OFF CACHE BOOL "" FORCE)     # for a fetched Highway
+set(HWY_ENABLE_EXAMPLES OFF CACHE BOOL "" FORCE)
+set(HWY_ENABLE_INSTALL OFF CACHE BOOL "" FORCE)
+find_package(hwy CONFIG QUIET)
+if(NOT hwy_FOUND)
+  if(FA_FETCH_DEPENDENCIES)
+    message(STATUS "Google Highway not installed: fetching https://github.com/google/highway.git 1.0.3")
+    FetchContent_Declare(hwy GIT_REPOSITORY https://github.com/google/highway.git GIT_TAG 1.0.3
+                         GIT_SHALLOW TRUE)
+    FetchContent_MakeAvailable(hwy)
+    if(NOT TARGET hwy::hwy)
+      add_library(hwy::hwy ALIAS hwy)
+    endif()
+  else()
+    message(FATAL_ERROR "Google Highway (CMake package 'hwy', version 1.0 or newer) was not found. "
+                        "Chapter 02's benchmark takes its vectorised exp from Highway. Install it with\n"
+                        "    sudo apt-get install libhwy-dev\n"
+                        "(the README's prerequisites line installs everything), or configure with "
+                        "-DFA_FETCH_DEPENDENCIES=ON to download it.")
+  endif()
+endif()
 
 # Catch2 v2 (Debian 12) and v3 (newer systems) differ in their headers; tests/catch.h hides that.
 

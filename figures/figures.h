@@ -2,8 +2,8 @@
 //
 // What this adds to the chapters: nothing they compute, only pictures of it. Every number in a
 // figure comes from a chapter's function (the chapter 02 trace, the chapter 03 recurrence, the
-// chapter 05 tile walks and traffic model) or, for figure 3's measured bars, from
-// docs/benchmarks.md, so a figure cannot disagree with the code: tests/figures_test.cpp
+// chapter 05 tile walks and traffic model) or, for figure 3's measured bars and figure 5, from
+// docs/benchmarks.md and docs/benchmarks-cpu.md, so a figure cannot disagree with the code: tests/figures_test.cpp
 // regenerates them and fails when they differ from the committed files.
 //
 // The figures, one function each (each returns the whole SVG file as a string):
@@ -12,18 +12,22 @@
 //                                     seeded random row
 //   2. flash-attention-2-tiles.svg    tiles_figure(): animated; ch05::walk_fa2 beside ch05::walk_fa1,
 //                                     tile by tile, with both byte counters
-//   3. hbm-traffic.svg                traffic_figure(): static; the seed's three sizes by
+//   3. hbm-traffic.svg                traffic_figure(): static; the traffic table's three sizes by
 //                                     ch05::traffic_row, on a log scale, and measured DRAM bytes
 //                                     when docs/benchmarks.md has them
 //   4. worked-example.svg             worked_example_figure(): static;
 //                                     ch03::trace_online_weighted_sum of the worked example
-//   5. backward-tiles.svg             backward_tiles_figure(): static; ch07::walk_backward, causal:
+//   5. softmax-bench.svg              softmax_bench_figure(): static; chapter 02's benchmark,
+//                                     safe / online time per row size, from docs/benchmarks-cpu.md
+//   6. backward-tiles.svg             backward_tiles_figure(): static; ch07::walk_backward, causal:
 //                                     the tiles one block of each backward kernel touches
-//   6. write_figures() writes all five into a folder.
+//   7. write_figures() writes all six into a folder.
 //
-// Source: the seeds (the worked example; the traffic table, BF16, blocks of 128).
+// Source: the book's own figures, computed by its code: the worked example (chapter 03) and the
+// traffic table (chapter 05's --traffic: one head, forward pass, BF16, blocks of 128).
 // Run it: cmake --build build/default --target figures   (rewrites docs/figures/*.svg)
 //         or build/default/bin/make_figures <folder> [--benchmarks docs/benchmarks.md]
+//                                              [--cpu-benchmarks docs/benchmarks-cpu.md]
 #pragma once
 
 #include <cstddef>
@@ -35,10 +39,11 @@
 #include <vector>
 
 #include "figures/measured_traffic.h"
+#include "figures/softmax_bench_data.h"
 
 namespace figures {
 
-// The seed's worked example: four keys in blocks of two (the second seed, "Two blocks").
+// The worked example: four keys, scores 1, 3, 5, 2 and values 10, 20, 30, 40, in blocks of two.
 inline const std::vector<double> worked_scores{1.0, 3.0, 5.0, 2.0};
 inline const std::vector<double> worked_values{10.0, 20.0, 30.0, 40.0};
 inline constexpr std::size_t worked_block = 2;
@@ -67,8 +72,11 @@ std::string traffic_figure(const std::optional<MeasuredTraffic>& measured);
 // Figure 4 (worked-example.svg).
 std::string worked_example_figure();
 
-// Figure 5 (backward-tiles.svg).
-std::string backward_tiles_figure();
+// Figure 5 (softmax-bench.svg). measured: the table read from docs/benchmarks-cpu.md, or nullopt
+// where there is none (the figure then says how to make it).
+std::string softmax_bench_figure(const std::optional<SoftmaxBench>& measured);
+//   6. backward-tiles.svg             backward_tiles_figure(): static; ch07::walk_backward, causal:
+//                                     the tiles one block of each backward kernel touches
 
 // One figure file: its name in docs/figures/ and its content.
 struct Figure {
@@ -76,13 +84,18 @@ struct Figure {
   std::string svg;
 };
 
-// All five figures. benchmarks: the path of docs/benchmarks.md; a missing file means no
-// measurements. Throws std::invalid_argument when the file holds a measured table that cannot be
-// read (read_measured_traffic's message), std::runtime_error when it exists but cannot be read.
-std::vector<Figure> make_figures(const std::filesystem::path& benchmarks);
+// All six figures. benchmarks, cpu_benchmarks: the paths of docs/benchmarks.md and
+// docs/benchmarks-cpu.md; a missing file means no measurements. Throws std::invalid_argument when
+// a file holds a measured table that cannot be read (the reader's message), std::runtime_error
+// when a file exists but cannot be read.
+std::vector<Figure> make_figures(const std::filesystem::path& benchmarks,
+                                 const std::filesystem::path& cpu_benchmarks);
+//   6. backward-tiles.svg             backward_tiles_figure(): static; ch07::walk_backward, causal:
+//                                     the tiles one block of each backward kernel touches
 
-// Writes make_figures(benchmarks) into folder (created if missing), one file each. Throws as
-// make_figures, and std::runtime_error naming the file when one cannot be written.
-void write_figures(const std::filesystem::path& folder, const std::filesystem::path& benchmarks);
+// Writes make_figures(benchmarks, cpu_benchmarks) into folder (created if missing), one file
+// each. Throws as make_figures, and std::runtime_error naming the file when one cannot be written.
+void write_figures(const std::filesystem::path& folder, const std::filesystem::path& benchmarks,
+                   const std::filesystem::path& cpu_benchmarks);
 
 }  // namespace figures

@@ -2,11 +2,11 @@
 // measured_traffic.h).
 #include "figures/measured_traffic.h"
 
-#include <charconv>
+#include "figures/markdown_table.h"
+
 #include <cmath>
 #include <limits>
 #include <stdexcept>
-#include <system_error>
 
 #include <fmt/format.h>
 
@@ -15,34 +15,9 @@ namespace {
 
 constexpr std::string_view section = "## Measured DRAM traffic (Nsight Compute)";
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
-  return s;
-}
-
-// The cells of a Markdown table row "| a | b |", trimmed.
-std::vector<std::string_view> cells_of(std::string_view row) {
-  row = trim(row);
-  if (!row.empty() && row.front() == '|') row.remove_prefix(1);
-  if (!row.empty() && row.back() == '|') row.remove_suffix(1);
-  std::vector<std::string_view> cells;
-  for (std::size_t at = 0;;) {
-    const std::size_t bar = row.find('|', at);
-    cells.push_back(trim(row.substr(at, bar == std::string_view::npos ? row.npos : bar - at)));
-    if (bar == std::string_view::npos) return cells;
-    at = bar + 1;
-  }
-}
-
-// A whole cell as a number; nullopt when it is not one.
-template <class T>
-std::optional<T> number(std::string_view cell) {
-  T value{};
-  const auto [end, error] = std::from_chars(cell.data(), cell.data() + cell.size(), value);
-  if (error != std::errc{} || end != cell.data() + cell.size()) return std::nullopt;
-  return value;
-}
+using markdown::cells_of;
+using markdown::number;
+using markdown::trim;
 
 [[noreturn]] void bad_row(std::size_t line_number, std::string_view line, std::string_view why) {
   throw std::invalid_argument(fmt::format(
@@ -54,14 +29,8 @@ std::optional<T> number(std::string_view cell) {
 
 }  // namespace
 
-std::optional<MeasuredTraffic> read_measured_traffic(std::string_view markdown) {
-  // Split into lines, numbered from 1 for the messages.
-  std::vector<std::string_view> lines;
-  for (std::size_t at = 0; at < markdown.size();) {
-    const std::size_t end = std::min(markdown.find('\n', at), markdown.size());
-    lines.push_back(markdown.substr(at, end - at));
-    at = end + 1;
-  }
+std::optional<MeasuredTraffic> read_measured_traffic(std::string_view markdown_text) {
+  const std::vector<std::string_view> lines = markdown::lines_of(markdown_text);  // numbered from 1
 
   // line 1: the section's heading.
   std::size_t first = 0;

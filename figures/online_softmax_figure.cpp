@@ -386,7 +386,7 @@ std::string online_softmax_figure() {
   const double top_a = 92, top_b = top_a + panel_height;
   std::string body = title_and_legend();
   body += panel(worked, Layout{top_a, worked.x.size()}, clock_a, duration,
-                fmt::format("a) The seeds' worked example: scores {} in blocks of {}",
+                fmt::format("a) The worked example: scores {} in blocks of {}",
                             fmt::join(worked.x, ", "), worked.block),
                 "The blocks arrive one at a time, left to right.", true);
   body += panel(random, Layout{top_b, random.x.size()}, clock_b, duration,
@@ -397,11 +397,11 @@ std::string online_softmax_figure() {
   std::vector<std::string> scores;
   for (double x : row) scores.push_back(fmt::format("{:.4f}", x));
   const std::string description = fmt::format(
-      "Animated ({:.1f} s loop). The online softmax of chapter 02 (ch02::online_softmax_trace), block by "
+      "Animated ({:.1f} s loop, which opens on the finished picture). The online softmax of chapter 02 (ch02::online_softmax_trace), block by "
       "block: scores arrive, the running max m rises, every earlier term exp(x_j - m) shrinks by the "
       "same factor c, the running sum l is the stack of the terms, and at the end p_j = exp(x_j - m) / l. "
       "Panel a: the worked example 1, 3, 5, 2 in blocks of 2. Panel b, random row: {}.",
-      duration, fmt::join(scores, ", "));
+      loop_length(duration), fmt::join(scores, ", "));
   return document(width, top_b + panel_height, "Online softmax, block by block", description, body);
 }
 

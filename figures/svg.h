@@ -9,7 +9,10 @@
 // seconds, then starts over. Each animated attribute gets one <animate> that spans the whole loop:
 // a Track holds its value at key times, linear in between, with a jump where two keys share a
 // time. An element's attributes hold the value at the END of the loop, so a viewer without
-// animation (or a printout) shows the finished picture.
+// animation (or a printout) shows the finished picture. The loop also opens on that picture: it
+// first holds the end values for finished_hold seconds, then plays from the start, so a renderer
+// that takes the first frame (a browser's print or PDF, a thumbnail) shows the finished picture
+// too, never the empty axes of the animation's start.
 #pragma once
 
 #include <algorithm>
@@ -42,7 +45,7 @@ inline std::string px(double v) {
 }
 
 // A number for a label: "−∞" and "∞" for infinities, a whole number without decimals (the
-// worked example's scores and maxima), anything else to 4 places as the seeds print it; a
+// worked example's scores and maxima), anything else to 4 places as the worked example gives it; a
 // negative number with a minus sign (U+2212), not a hyphen.
 inline std::string number(double v) {
   if (std::isinf(v)) return v < 0 ? "\u2212\u221e" : "\u221e";
@@ -138,6 +141,11 @@ inline std::string document(double width, double height, std::string_view title,
       px(width), px(height), escape(title), escape(description), style_sheet, body);
 }
 
+// Seconds at the start of every loop that show the finished picture (the end values), before the
+// animation plays from its own start; a figure's loop is loop_length(duration) long.
+inline constexpr double finished_hold = 4.0;
+inline double loop_length(double duration) { return finished_hold + duration; }
+
 // The value of one numeric attribute over an animation loop: key times in seconds from the start
 // of the loop, never decreasing; linear between keys; a jump where two keys share a time.
 class Track {
@@ -156,9 +164,10 @@ class Track {
 
   double value() const { return keys_.back().second; }
 
-  // The <animate> element for `attribute` over a loop of `duration` seconds; "" when the value
-  // never changes. Throws std::logic_error when a key lies past the end of the loop (a figure's
-  // own mistake, never the reader's).
+  // The <animate> element for `attribute` over an animation of `duration` seconds, played after
+  // finished_hold seconds of the end value (a loop of loop_length(duration)); "" when the value
+  // never changes. Throws std::logic_error when a key lies past the end of the animation (a
+  // figure's own mistake, never the reader's).
   std::string animate(std::string_view attribute, double duration) const {
     bool changes = false;
     for (const auto& [t, v] : keys_) changes = changes || v != keys_.front().second;
@@ -167,10 +176,22 @@ class Track {
       throw std::logic_error(fmt::format("Track::animate: a key at {} s lies past the loop's end, {} s",
                                          keys_.back().first, duration));
     }
-    // The keys over the whole loop, without those that change nothing: a repeat of the key
-    // before it, or the middle of three equal values (the line through it is flat anyway).
-    std::vector<std::pair<double, double>> keys = keys_;
-    if (keys.back().first < duration) keys.emplace_back(duration, value());
+    // The keys over the whole loop: the end value held from 0 to finished_hold, then the track's
+    // own keys, shifted by finished_hold, up to the value it reaches at `duration` (a jump made at
+    // that very moment, such as a label shown "until the end" going back to 0, is left out: the
+    // loop goes on into the hold, which shows that end value). Without those that change nothing:
+    // a repeat of the key before it, or the middle of three equal values (the line through it is
+    // flat anyway).
+    std::vector<std::pair<double, double>> own;
+    for (const auto& [t, v] : keys_) {
+      own.emplace_back(t, v);
+      if (t >= duration - 1e-9) break;
+    }
+    const double end = own.back().second;
+    std::vector<std::pair<double, double>> keys{{0.0, end}, {finished_hold, end}};
+    for (const auto& [t, v] : own) keys.emplace_back(finished_hold + t, v);
+    if (own.back().first < duration) keys.emplace_back(loop_length(duration), end);
+    const double loop = loop_length(duration);
     std::vector<std::pair<double, double>> kept;
     for (std::size_t k = 0; k < keys.size(); ++k) {
       const bool repeat = !kept.empty() && kept.back() == keys[k];
@@ -184,13 +205,13 @@ class Track {
         times += ';';
         values += ';';
       }
-      times += fmt::format("{:.4f}", t / duration);
+      times += fmt::format("{:.4f}", t / loop);
       values += fmt::format("{:.2f}", std::fabs(v) < 0.005 ? 0.0 : v);
     }
     return fmt::format(
         R"(<animate attributeName="{}" dur="{:.2f}s" repeatCount="indefinite" calcMode="linear" keyTimes="{}" values="{}"/>)"
         "\n",
-        attribute, duration, times, values);
+        attribute, loop, times, values);
   }
 
  private:

@@ -245,11 +245,11 @@ std::string tiles_figure() {
   body += line(panel_width, 100, panel_width, height - 16, fmt::format(R"(stroke="{}" stroke-width="1")", hairline));
 
   const std::string description = fmt::format(
-      "Animated ({:.1f} s loop). The {} x {} score matrix as {} tiles, lit in the order of chapter 05's tile "
+      "Animated ({:.1f} s loop, which opens on the finished picture). The {} x {} score matrix as {} tiles, lit in the order of chapter 05's tile "
       "walks: walk_fa2 (query blocks outside) on the left, walk_fa1 (key/value blocks outside) on the right, "
       "with the bytes each has moved so far without L2 reuse and with every value crossing once. At the "
       "end, FlashAttention-2 moved {} and FlashAttention {} (no L2 reuse); every value once: {} and {}.",
-      duration, c.seq_len, c.seq_len, fa2.size(), kilobytes(fa2.back().after.moved.total()),
+      loop_length(duration), c.seq_len, c.seq_len, fa2.size(), kilobytes(fa2.back().after.moved.total()),
       kilobytes(fa1.back().after.moved.total()), kilobytes(fa2.back().after.once.total()),
       kilobytes(fa1.back().after.once.total()));
   return document(width, height, "FlashAttention-2's tile order, and FlashAttention's", description, body);

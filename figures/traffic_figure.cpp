@@ -1,13 +1,13 @@
 // figures/traffic_figure.cpp: figure 3, hbm-traffic.svg, bytes to and from HBM on a log scale.
 //
-//   a. left: for each of the seed's sizes (ch05::traffic_table_cases), the three columns of
+//   a. left: for each of the traffic table's sizes (ch05::traffic_table_cases), the three columns of
 //      ch05::traffic_row: standard attention, FlashAttention-2 without L2 reuse (the tile walk),
 //      and the floor (every value once), labelled as ch05::format_megabytes prints them
 //   b. right: where docs/benchmarks.md has the Nsight Compute table (measured_traffic.h), the
 //      measured DRAM bytes of chapter 04's and chapter 05's kernels beside the model's figures for
 //      the same run; where it has none, a note that says so and how to get them
 // The two panels have their own axes: the measured run is a whole batch in float32, not the
-// seed's single BF16 head.
+// traffic table's single BF16 head.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -105,7 +105,7 @@ std::string legend(double x, double y, const std::vector<std::pair<std::string, 
   return out;
 }
 
-// (a) The model at the seed's sizes.
+// (a) The model at the traffic table's sizes.
 std::string model_panel() {
   const std::vector<ch05::TrafficCase> cases = ch05::traffic_table_cases();
   std::vector<ch05::TrafficRow> rows;
@@ -118,7 +118,7 @@ std::string model_panel() {
   }
   const LogAxis axis = log_axis(all_mb, 100, 580);
   std::string out;
-  out += text(24, 78, "The model: chapter 05's traffic_row at the seed's sizes", R"(class="heading")");
+  out += text(24, 78, "The model: chapter 05's traffic_row at the traffic table's sizes", R"(class="heading")");
   const ch05::TrafficCase& c0 = cases.front();
   const bool same_setup = std::all_of(cases.begin(), cases.end(), [&](const ch05::TrafficCase& c) {
     return c.bytes == c0.bytes && c.Br == c0.Br && c.Bc == c0.Bc;
@@ -215,7 +215,10 @@ std::string measured_panel(const std::optional<MeasuredTraffic>& measured) {
 
 std::string traffic_figure(const std::optional<MeasuredTraffic>& measured) {
   std::string body = hatch_patterns();
-  body += text(24, 34, "HBM traffic of attention's forward pass: the model, and what a GPU measured",
+  // The title promises a measurement only where docs/benchmarks.md holds one.
+  body += text(24, 34,
+               measured ? "HBM traffic of attention's forward pass: the model, and what a GPU measured"
+                        : "HBM traffic of attention's forward pass: the model (no GPU measurement yet)",
                R"(class="title")");
   body += model_panel();
   body += line(600, 60, 600, height - 20, fmt::format(R"(stroke="{}" stroke-width="1")", hairline));
@@ -234,7 +237,8 @@ std::string traffic_figure(const std::optional<MeasuredTraffic>& measured) {
       fmt::join(rows, "; "),
       measured ? "Beside them, the DRAM bytes Nsight Compute measured, from docs/benchmarks.md."
                : "No measured bytes: docs/benchmarks.md has no Nsight Compute table.");
-  return document(width, height, "HBM traffic: model and measurement", description, body);
+  return document(width, height, measured ? "HBM traffic: model and measurement" : "HBM traffic: the model",
+                  description, body);
 }
 
 }  // namespace figures

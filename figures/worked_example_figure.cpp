@@ -1,4 +1,4 @@
-// figures/worked_example_figure.cpp: figure 4, worked-example.svg, the seed's worked example in two
+// figures/worked_example_figure.cpp: figure 4, worked-example.svg, the worked example in two
 // blocks with every number that the chapter 03 recurrence computes and carries.
 //
 // Everything printed comes from ch03::trace_online_weighted_sum (chapters/03_online_weighted_sum/
@@ -44,7 +44,7 @@ std::string block_box(const ch03::BlockStep& s, std::size_t index, const std::ve
   const std::size_t lines = last ? 6 : 8;  // the last block's line 7 is the result below the boxes
   const double box_h = 56 + line_height * static_cast<double>(lines);
   out += rect(left, y, right - left, box_h, fmt::format(R"(fill="#ffffff" stroke="{}" stroke-width="1.5")", ink));
-  out += text(left + 14, y + 26, fmt::format("Block {}: keys {} and {}", index + 1, s.first, s.first + s.count - 1),
+  out += text(left + 14, y + 26, fmt::format("Block {}: keys j = {} and {}", index + 1, s.first, s.first + s.count - 1),
               R"(class="heading")");
   // the block's keys, as cards
   double card_x = left + 230;
@@ -149,7 +149,7 @@ std::string worked_example_figure() {
   const double height = y + 60;
 
   const std::string description = fmt::format(
-      "The seed's worked example (scores {}, values {}, blocks of {}) as chapter 03's recurrence runs it: "
+      "The worked example (scores {}, values {}, blocks of {}) as chapter 03's recurrence runs it: "
       "for each block m, c, p, l and acc, the numbers carried between the blocks, and the output {}, "
       "the same as all four at once, {}.",
       list(worked_scores), list(worked_values), worked_block, number(last.output[0]), number(at_once[0]));

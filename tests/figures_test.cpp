@@ -1,6 +1,7 @@
 // Figures tests: the committed docs/figures/*.svg are exactly what the chapters' code draws today,
-// the SVG is well formed and its animations valid, and figure 3 reads docs/benchmarks.md's
-// measured table (or says there is none).
+// the SVG is well formed and its animations valid (and open on the finished picture), figure 3
+// reads docs/benchmarks.md's measured table and figure 5 docs/benchmarks-cpu.md's (or each says
+// there is none).
 //
 // Every comparison here is exact (bytes, strings, counts): the figures print every number with a
 // fixed precision, so no tolerance is needed.
@@ -10,6 +11,7 @@
 // (libc++, MSVC's) online-softmax.svg differs from the committed file, and the first test says
 // that this is the reason.
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstddef>
 #include <filesystem>
@@ -114,6 +116,17 @@ std::vector<double> numbers_in(const std::string& list) {
   return out;
 }
 
+// The message with which read refuses markdown, or "" when it reads it.
+template <class Reader>
+std::string refusal(Reader read, const std::string& markdown) {
+  try {
+    read(markdown);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+
 constexpr const char* measured_markdown = R"(# Benchmarks
 
 ## Measured DRAM traffic (Nsight Compute) beside the traffic model, N = 4096, batch 4, heads 16
@@ -134,9 +147,10 @@ constexpr const char* measured_markdown = R"(# Benchmarks
 
 TEST_CASE("the committed figures are what the chapters' code draws now", "[figures]") {
   TemporaryFolder folder;
-  figures::write_figures(folder.path, source_dir / "docs" / "benchmarks.md");
+  figures::write_figures(folder.path, source_dir / "docs" / "benchmarks.md",
+                         source_dir / "docs" / "benchmarks-cpu.md");
   for (const char* name : {"online-softmax.svg", "flash-attention-2-tiles.svg", "hbm-traffic.svg",
-                           "worked-example.svg", "backward-tiles.svg"}) {
+                           "worked-example.svg", "softmax-bench.svg", "backward-tiles.svg"}) {
     const std::filesystem::path committed_path = source_dir / "docs" / "figures" / name;
     INFO("figure " << name);
     REQUIRE(std::filesystem::exists(committed_path));
@@ -158,7 +172,7 @@ TEST_CASE("the committed figures are what the chapters' code draws now", "[figur
 }
 
 TEST_CASE("every figure is well formed, titled and described", "[figures]") {
-  for (const figures::Figure& f : figures::make_figures(source_dir / "no-such-benchmarks.md")) {
+  for (const figures::Figure& f : figures::make_figures(source_dir / "no-such-benchmarks.md", source_dir / "no-such-benchmarks-cpu.md")) {
     INFO("figure " << f.name);
     CHECK(tag_balance(f.svg) == "");
     CHECK(f.svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));
@@ -173,7 +187,7 @@ TEST_CASE("every animation runs over the whole loop: key times from 0 to 1, in o
           "[figures]") {
   const std::regex animate(R"re(<animate attributeName="([a-z0-9]+)" dur="([0-9.]+)s"[^>]*keyTimes="([^"]*)" values="([^"]*)")re");
   std::size_t animations = 0;
-  for (const figures::Figure& f : figures::make_figures(source_dir / "no-such-benchmarks.md")) {
+  for (const figures::Figure& f : figures::make_figures(source_dir / "no-such-benchmarks.md", source_dir / "no-such-benchmarks-cpu.md")) {
     std::string loop;  // every animation of a figure shares one loop
     for (auto it = std::sregex_iterator(f.svg.begin(), f.svg.end(), animate); it != std::sregex_iterator(); ++it) {
       const std::smatch& m = *it;
@@ -196,6 +210,38 @@ TEST_CASE("every animation runs over the whole loop: key times from 0 to 1, in o
     }
   }
   CHECK(animations > 100);  // figures 1 and 2 animate hundreds of attributes; none at all would be a bug
+}
+
+TEST_CASE("an animated figure opens on its finished picture: each animation starts and ends at the "
+          "element's own value", "[figures]") {
+  // A renderer without animation (or a print, or a PDF) shows the elements' own attributes; one
+  // that takes the first frame shows the animations' first values. Both must be the finished
+  // picture, so every animation's first and last value is its element's attribute (to the 0.1 px
+  // and 0.01 that svg.h prints them with: the two roundings together are at most 0.06 apart).
+  const std::regex element(R"re(<([a-z]+)((?: [a-z-]+="[^"]*")*)>[^<]*((?:<animate [^>]*/>\n)+))re");
+  const std::regex animate_of(R"re(<animate attributeName="([a-z0-9-]+)"[^>]*values="([^"]*)")re");
+  std::size_t checked = 0;
+  for (const figures::Figure& f : figures::make_figures(source_dir / "no-such-benchmarks.md", source_dir / "no-such-benchmarks-cpu.md")) {
+    for (auto it = std::sregex_iterator(f.svg.begin(), f.svg.end(), element); it != std::sregex_iterator(); ++it) {
+      const std::string attributes = (*it)[2];
+      const std::string children = (*it)[3];
+      for (auto a = std::sregex_iterator(children.begin(), children.end(), animate_of); a != std::sregex_iterator();
+           ++a) {
+        const std::string name = (*a)[1];
+        const std::vector<double> values = numbers_in((*a)[2]);
+        std::smatch own;
+        const std::regex own_attribute(" " + name + R"re(="([^"]*)")re");
+        INFO("figure " << f.name << ": <" << (*it)[1] << attributes.substr(0, 120) << "> animates " << name);
+        const bool has_own = std::regex_search(attributes, own, own_attribute);
+        REQUIRE((has_own || name == "opacity"));  // SVG's default opacity is 1; no other default is used
+        const double value = has_own ? std::stod(own[1]) : 1.0;
+        CHECK(std::abs(values.front() - value) <= 0.06);
+        CHECK(std::abs(values.back() - value) <= 0.06);
+        ++checked;
+      }
+    }
+  }
+  CHECK(checked > 100);  // figures 1 and 2 animate hundreds of attributes
 }
 
 TEST_CASE("figure 3 labels the traffic table as chapter 05 prints it", "[figures]") {
@@ -243,14 +289,7 @@ TEST_CASE("a measured table that cannot be read is refused with its line and the
   const std::string head =
       "## Measured DRAM traffic (Nsight Compute), N = 4096\n\n"
       "| kernel | seq_len | head_dim | causal | DRAM MB (ncu) | model MB |\n|---|---|---|---|---|---|\n";
-  auto message = [](const std::string& markdown) {
-    try {
-      figures::read_measured_traffic(markdown);
-    } catch (const std::invalid_argument& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  };
+  auto message = [](const std::string& markdown) { return refusal(figures::read_measured_traffic, markdown); };
   const std::string not_a_number = message(head + "| naive | 4096 | 64 | no | lots | 1 |\n");
   CHECK(not_a_number.find("line 5") != std::string::npos);
   CHECK(not_a_number.find("| kernel | seq_len |") != std::string::npos);
@@ -258,6 +297,71 @@ TEST_CASE("a measured table that cannot be read is refused with its line and the
   CHECK(message(head + "| naive | 4096 | 64 | no | 12 | 13 |\n").find("no flash-attention-2 row") !=
         std::string::npos);
   CHECK(message(head).find("no row with causal \"no\"") != std::string::npos);
+}
+
+constexpr const char* softmax_bench_markdown = R"(# CPU benchmarks
+
+## Safe against online softmax (ch02_softmax_bench), median of 3
+
+Machine: a test machine; one run
+
+| cache | bytes per core |
+|---|---|
+| L1d | 32768 |
+| L2 | 524288 |
+| L3 | 33554432 |
+
+| n | safe us | online us | safe / online | safe us, streaming | online us, streaming | safe / online, streaming | max pass us |
+|---|---|---|---|---|---|---|---|
+| 1000 | 1.55 | 1.52 | 1.02 | 1.63 | 1.65 | 0.99 | 0.03 |
+| 1000000 | 1800 | 1600 | 1.13 | 1700 | 1500 | 1.13 | 100 |
+| 100000000 | 190000 | 160000 | 1.19 | 180000 | 150000 | 1.20 | 25000 |
+
+## Another section
+)";
+
+TEST_CASE("figure 5 draws the ratios of docs/benchmarks-cpu.md with the caches marked", "[figures]") {
+  const std::optional<figures::SoftmaxBench> bench = figures::read_softmax_bench(softmax_bench_markdown);
+  REQUIRE(bench.has_value());
+  CHECK(bench->machine == "a test machine; one run");
+  REQUIRE(bench->caches.size() == 3);
+  CHECK(bench->caches[1].name == "L2");
+  CHECK(bench->caches[1].bytes == 524288);
+  REQUIRE(bench->rows.size() == 3);
+  CHECK(bench->rows[2].n == 100000000);
+  CHECK(bench->rows[2].safe_us == 190000.0);
+  CHECK(bench->rows[2].online_streaming_us == 150000.0);
+  CHECK(bench->rows[2].max_pass_us == 25000.0);
+
+  const std::string svg = figures::softmax_bench_figure(bench);
+  CHECK(tag_balance(svg) == "");
+  for (const char* label : {">1.02</text>", ">0.99</text>", ">1.13</text>", ">1.19</text>", ">1.20</text>",
+                            ">L1d 32 KiB</text>", ">L2 512 KiB</text>", ">L3 32 MiB</text>", ">1e8</text>",
+                            ">400 MB</text>", "5/4: memory-bound limit", "4/3: the same, streaming"}) {
+    INFO(label);
+    CHECK(svg.find(label) != std::string::npos);
+  }
+  CHECK(svg.find("No measurements yet") == std::string::npos);
+  CHECK(figures::softmax_bench_figure(std::nullopt).find("No measurements yet") != std::string::npos);
+  CHECK_FALSE(figures::read_softmax_bench("# CPU benchmarks\n\nnothing here\n").has_value());
+}
+
+TEST_CASE("a benchmark table whose ratio disagrees with its times, or that cannot be read, is refused",
+          "[figures]") {
+  const std::string head =
+      "## Safe against online softmax\n\n| cache | bytes per core |\n|---|---|\n| L2 | 524288 |\n\n"
+      "| n | safe us | online us | safe / online | safe us, streaming | online us, streaming | "
+      "safe / online, streaming | max pass us |\n|---|---|---|---|---|---|---|---|\n";
+  auto message = [](const std::string& markdown) { return refusal(figures::read_softmax_bench, markdown); };
+  CHECK(message(head + "| 1000 | 2 | 1 | 2.00 | 2 | 1 | 2.00 | 1 |\n") == "");
+  const std::string wrong_ratio = message(head + "| 1000 | 2 | 1 | 1.50 | 2 | 1 | 2.00 | 1 |\n");
+  CHECK(wrong_ratio.find("line 9") != std::string::npos);
+  CHECK(wrong_ratio.find("not safe us / online us") != std::string::npos);
+  CHECK(message(head + "| 1000 | 2 | 1 | 2.00 | 2 | 1 | 2.00 |\n").find("7 cells") != std::string::npos);
+  CHECK(message(head + "| 1000 | 2 | x | 2.00 | 2 | 1 | 2.00 | 1 |\n").find("cell 3") != std::string::npos);
+  CHECK(message(head + "| 1000 | 2 | 1 | 2.00 | 2 | 1 | 2.00 | 1 |\n| 100 | 2 | 1 | 2.00 | 2 | 1 | 2.00 | 1 |\n")
+            .find("does not increase") != std::string::npos);
+  CHECK(message(head).find("lacks its times table") != std::string::npos);
 }
 
 TEST_CASE("figures 1 and 4 carry the worked example's numbers", "[figures]") {

@@ -126,7 +126,7 @@ QueryResult print_trace(std::span<const double> scores, fa::MatrixView<const dou
   const std::vector<ch03::BlockStep> steps = ch03::trace_online_weighted_sum(scores, values, block);
   for (std::size_t b = 0; b < steps.size(); ++b) {
     const ch03::BlockStep& st = steps[b];
-    fmt::print("\nblock {}: keys {}-{}, scores {:g}\n", b + 1, st.first + 1, st.first + st.count,
+    fmt::print("\nblock {}: keys j = {}-{}, scores {:g}\n", b + 1, st.first, st.first + st.count - 1,
                fmt::join(scores.subspan(st.first, st.count), ", "));
     fmt::print("  line 1  block max {}; running max m {} -> {}\n", f4(st.block_max), f4(st.m_old),
                f4(st.m_new));

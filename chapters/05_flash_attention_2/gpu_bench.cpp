@@ -37,13 +37,27 @@
 #include "chapters/05_flash_attention_2/backends.h"
 #include "chapters/05_flash_attention_2/traffic_model.h"
 #include "common/cuda_check.h"  // after <cuda_runtime.h>
-#include "common/gpu_timing.h"
 #include "common/random.h"
 
 namespace {
 
-using fa::gpu_bench::DeviceArray;
-using fa::gpu_bench::median_ms;
+// Float32 device memory for the benchmark, filled from host values or left uninitialised. (This
+// file is compiled by the host compiler, so it uses the CUDA runtime directly rather than
+// simt::DeviceBuffer, whose GPU version is for nvcc-compiled code.)
+class DeviceArray {
+ public:
+  explicit DeviceArray(std::size_t count) { FA_CUDA_CHECK(cudaMalloc(&data_, count * sizeof(float))); }
+  explicit DeviceArray(const std::vector<float>& host) : DeviceArray(host.size()) {
+    FA_CUDA_CHECK(cudaMemcpy(data_, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
+  }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  ~DeviceArray() { cudaFree(data_); }
+  float* data() const { return data_; }
+
+ private:
+  float* data_ = nullptr;
+};
 
 // A pair of CUDA events: elapsed milliseconds of what was queued between start() and stop().
 class EventPair {
@@ -77,8 +91,6 @@ struct Config {
   bool causal = false;
 };
 
-<<<<<<< HEAD
-=======
 struct Timing {
   double median_ms = 0;
   int runs = 0;
@@ -116,7 +128,6 @@ Timing measure(const char* kernel, const Launch& launch, int warmup, int runs, d
   }
 }
 
->>>>>>> main
 double tflops(const Config& c, double ms) {
   const double n = c.seq_len;
   const double flops = 4.0 * c.batch * c.heads * n * n * c.head_dim * (c.causal ? 0.5 : 1.0);
