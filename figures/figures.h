@@ -75,8 +75,9 @@ std::string worked_example_figure();
 // Figure 5 (softmax-bench.svg). measured: the table read from docs/benchmarks-cpu.md, or nullopt
 // where there is none (the figure then says how to make it).
 std::string softmax_bench_figure(const std::optional<SoftmaxBench>& measured);
-//   6. backward-tiles.svg             backward_tiles_figure(): static; ch07::walk_backward, causal:
-//                                     the tiles one block of each backward kernel touches
+
+// Figure 6 (backward-tiles.svg).
+std::string backward_tiles_figure();
 
 // One figure file: its name in docs/figures/ and its content.
 struct Figure {
