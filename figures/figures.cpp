@@ -37,7 +37,8 @@ std::vector<Figure> make_figures(const std::filesystem::path& benchmarks,
           {"worked-example.svg", worked_example_figure()},
           {"softmax-bench.svg", softmax_bench_figure(softmax_bench)},
           {"mma-fragments.svg", mma_fragments_figure()},
-          {"bank-conflicts.svg", bank_conflicts_figure()}};
+          {"bank-conflicts.svg", bank_conflicts_figure()},
+          {"backward-tiles.svg", backward_tiles_figure()}};
 }
 
 void write_figures(const std::filesystem::path& folder, const std::filesystem::path& benchmarks,

@@ -25,7 +25,9 @@
 //   7. bank-conflicts.svg             bank_conflicts_figure(): static; the 32 banks of shared memory
 //                                     for one warp at strides 1, 2, 33, 32 and 0, counted by
 //                                     simt::profile::shared_cost (common/simt/profile_count.h)
-//   8. write_figures() writes all seven into a folder.
+//   8. backward-tiles.svg             backward_tiles_figure(): static; ch07::walk_backward, causal:
+//                                     the tiles one block of each backward kernel touches
+//   9. write_figures() writes all eight into a folder.
 //
 // Source: the book's own figures, computed by its code: the worked example (chapter 03) and the
 // traffic table (chapter 05's --traffic: one head, forward pass, BF16, blocks of 128).
@@ -104,18 +106,23 @@ std::string mma_fragments_figure();
 // Figure 7 (bank-conflicts.svg).
 std::string bank_conflicts_figure();
 
+// Figure 8 (backward-tiles.svg).
+std::string backward_tiles_figure();
+
 // One figure file: its name in docs/figures/ and its content.
 struct Figure {
   std::string name;
   std::string svg;
 };
 
-// All seven figures. benchmarks, cpu_benchmarks: the paths of docs/benchmarks.md and
+// All eight figures. benchmarks, cpu_benchmarks: the paths of docs/benchmarks.md and
 // docs/benchmarks-cpu.md; a missing file means no measurements. Throws std::invalid_argument when
 // a file holds a measured table that cannot be read (the reader's message), std::runtime_error
 // when a file exists but cannot be read.
 std::vector<Figure> make_figures(const std::filesystem::path& benchmarks,
                                  const std::filesystem::path& cpu_benchmarks);
+//   6. backward-tiles.svg             backward_tiles_figure(): static; ch07::walk_backward, causal:
+//                                     the tiles one block of each backward kernel touches
 
 // Writes make_figures(benchmarks, cpu_benchmarks) into folder (created if missing), one file
 // each. Throws as make_figures, and std::runtime_error naming the file when one cannot be written.

@@ -1,6 +1,6 @@
 // make_figures: writes the figures of docs/ from the chapters' own functions (figures/figures.h).
 //
-//   make_figures <folder>                                  the five SVG files, into <folder>
+//   make_figures <folder>                                  the SVG files, into <folder>
 //   make_figures <folder> --benchmarks docs/benchmarks.md  with the measured bytes of figure 3
 //                         --cpu-benchmarks docs/benchmarks-cpu.md   and the times of figure 5
 //
@@ -17,7 +17,7 @@
 #include "figures/figures.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"Writes the five figures of docs/figures/ (SVG) from the chapters' own functions."};
+  CLI::App app{"Writes the figures of docs/figures/ (SVG) from the chapters' own functions."};
   std::string folder;
   std::string benchmarks;
   std::string cpu_benchmarks;
@@ -31,7 +31,7 @@ int main(int argc, char** argv) {
     figures::write_figures(folder, benchmarks, cpu_benchmarks);
     for (const char* name : {"online-softmax.svg", "flash-attention-2-tiles.svg", "hbm-traffic.svg",
                              "worked-example.svg", "softmax-bench.svg",
-                             "mma-fragments.svg", "bank-conflicts.svg"}) {
+                             "mma-fragments.svg", "bank-conflicts.svg", "backward-tiles.svg"}) {
       fmt::print("wrote {}\n", (std::filesystem::path(folder) / name).string());
     }
   } catch (const std::exception& e) {

@@ -151,7 +151,7 @@ TEST_CASE("the committed figures are what the chapters' code draws now", "[figur
                          source_dir / "docs" / "benchmarks-cpu.md");
   for (const char* name : {"online-softmax.svg", "flash-attention-2-tiles.svg", "hbm-traffic.svg",
                            "worked-example.svg", "softmax-bench.svg",
-                           "mma-fragments.svg", "bank-conflicts.svg"}) {
+                           "mma-fragments.svg", "bank-conflicts.svg", "backward-tiles.svg"}) {
     const std::filesystem::path committed_path = source_dir / "docs" / "figures" / name;
     INFO("figure " << name);
     REQUIRE(std::filesystem::exists(committed_path));
