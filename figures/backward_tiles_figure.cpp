@@ -1,4 +1,4 @@
-// figures/backward_tiles_figure.cpp: figure 5, backward-tiles.svg, which tiles of S one thread block
+// figures/backward_tiles_figure.cpp: figure 8, backward-tiles.svg, which tiles of S one thread block
 // of each backward kernel touches, under a causal mask.
 //
 // Everything drawn comes from ch07::walk_backward (chapters/07_backward/traffic_model.h) through its

@@ -1,6 +1,6 @@
-// The chapter's kernels, compiled once per backend: ch07::cpu (common/simt, backward_cpu.cpp) and
-// ch07::gpu (nvcc, backward_gpu.cu). Both are defined by the same source, backward.cuh; this header
-// declares what the rest of the program may call.
+// The chapter's kernels, compiled once per backend (add_kernels, cmake/Chapters.cmake): ch07::cpu
+// (the host compiler, through common/simt) and ch07::gpu (nvcc). Both are defined by the same
+// source, backward.cuh; this header declares what the rest of the program may call.
 #pragma once
 
 #include <span>

@@ -54,8 +54,8 @@
 // and +inf * 0 later gives NaN; lines 11 and D4 give such a row P = 0 without computing the exp, so
 // its dS is 0 and it adds nothing to dK, dV, and its dQ is 0.
 //
-// This file is compiled twice: by the host compiler through common/simt (namespace ch07::cpu, in
-// backward_cpu.cpp) and by nvcc (namespace ch07::gpu, in backward_gpu.cu).
+// This file is compiled twice (add_kernels in cmake/Chapters.cmake): by the host compiler through
+// common/simt (namespace ch07::cpu) and by nvcc (namespace ch07::gpu).
 //
 // Source: Dao 2023, FlashAttention-2 (arXiv:2307.08691), section 3.1.2 and Algorithm 2; Dao et al.
 // 2022, FlashAttention (arXiv:2205.14135), appendix B.2 (the gradient of the softmax, D = rowsum(dO
