@@ -37,27 +37,13 @@
 #include "chapters/05_flash_attention_2/backends.h"
 #include "chapters/05_flash_attention_2/traffic_model.h"
 #include "common/cuda_check.h"  // after <cuda_runtime.h>
+#include "common/gpu_bench.h"
 #include "common/random.h"
 
 namespace {
 
-// Float32 device memory for the benchmark, filled from host values or left uninitialised. (This
-// file is compiled by the host compiler, so it uses the CUDA runtime directly rather than
-// simt::DeviceBuffer, whose GPU version is for nvcc-compiled code.)
-class DeviceArray {
- public:
-  explicit DeviceArray(std::size_t count) { FA_CUDA_CHECK(cudaMalloc(&data_, count * sizeof(float))); }
-  explicit DeviceArray(const std::vector<float>& host) : DeviceArray(host.size()) {
-    FA_CUDA_CHECK(cudaMemcpy(data_, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
-  }
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-  ~DeviceArray() { cudaFree(data_); }
-  float* data() const { return data_; }
-
- private:
-  float* data_ = nullptr;
-};
+// Float32 device memory (common/gpu_bench.h, shared by every chapter's GPU benchmark).
+using DeviceArray = fa::bench::DeviceArray<float>;
 
 // A pair of CUDA events: elapsed milliseconds of what was queued between start() and stop().
 class EventPair {

@@ -23,13 +23,13 @@
 #include "chapters/05_flash_attention_2/backends.h"
 #include "chapters/07_backward/backends.h"
 #include "common/cuda_check.h"  // after <cuda_runtime.h>
-#include "common/gpu_timing.h"
+#include "common/gpu_bench.h"
 #include "common/random.h"
 
 namespace {
 
-using fa::gpu_bench::DeviceArray;
-using fa::gpu_bench::median_ms;
+using DeviceArray = fa::bench::DeviceArray<float>;
+using fa::bench::median_ms;
 
 // 2.5 x the forward's 4 b h N^2 d, halved when causal (FlashAttention's benchmark convention).
 double tflops(int batch, int heads, int n, int d, bool causal, double ms) {
