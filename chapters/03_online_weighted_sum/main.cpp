@@ -264,7 +264,7 @@ int main(int argc, char** argv) {
     fa::demo::print_shows(
         "o = sum_j softmax(s)_j v_j with the keys taken a block at a time. Carried across blocks: the\n"
         "max m, the sum l and the un-scaled weighted sum acc; when the max rises, l and acc are both\n"
-        "multiplied by c = exp(m_old - m_new); acc is divided by l once, after the last block.\n"
+        "multiplied by rescale = exp(m_old - m_new); acc is divided by l once, after the last block.\n"
         "(Line numbers refer to chapters/03_online_weighted_sum/online_weighted_sum.h.)");
     const QueryResult query = print_trace(
         scores, fa::MatrixView<const double>(std::span<const double>(values.flat), values.rows, values.cols), block);

@@ -80,8 +80,8 @@ struct BlockStep {
   double m_new = minus_infinity;      // line 1: the running max after it
   double rescale = 0.0;               // line 2: exp(m_old - m_new); 0 for the first block
   std::vector<double> p;              // line 3: the block's weights (count entries)
-  double l_carried = 0.0;             // line 4, first term: c * l
-  std::vector<double> acc_carried;    // line 5, first term: c * acc
+  double l_carried = 0.0;             // line 4, first term: rescale * l
+  std::vector<double> acc_carried;    // line 5, first term: rescale * acc
   double l_block = 0.0;               // line 4, second term: the block's own sum of weights
   std::vector<double> acc_block;      // line 5, second term: the block's own weighted sum
   double l = 0.0;                     // line 4: the total

@@ -36,9 +36,10 @@ namespace ch06 {
 // float32 noise); 2 leaves room for that spread and for a GPU's own summation order, and is
 // FlashAttention's own factor.
 inline constexpr double kBudgetFactor = 2.0;
-// Chapter 05 (the reference the kernel is compared with) is itself ~1e-7 from exact arithmetic, and
-// its tests bound that at 1e-6; added so that a case whose low-precision reference is exact (a
-// single key: O = V) is not asked to beat float32.
+// Chapter 05 (the reference the kernel is compared with) is itself ~1e-7 from exact arithmetic
+// (its own bound, chapters/04_naive_attention/agreement.h, is about 1e-6 for scores of order 1);
+// added so that a case whose low-precision reference is exact (a single key: O = V) is not asked
+// to beat float32.
 inline constexpr double kFloat32Floor = 1e-6;
 
 // 2^-8 for bf16, 2^-11 for fp16: half the distance between 1 and the next element value.
