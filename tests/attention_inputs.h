@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -76,6 +77,18 @@ inline AttentionInputs make_inputs(std::size_t batch, std::size_t heads, std::si
     for (float& x : in.K.values) x = -c + 0.25f * x;
   }
   return in;
+}
+
+// The message of the std::invalid_argument that f() throws, or "" when it throws none: what the
+// tests of a refused input check, e.g. that it names the value and what is accepted.
+template <class F>
+std::string invalid_argument_message(F&& f) {
+  try {
+    f();
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
 }
 
 }  // namespace fa_test
