@@ -12,8 +12,9 @@ namespace fa {
 
 void add_attention_flags(CLI::App& app, AttentionCli& cli) {
   auto* inputs = app.add_option_group(
-      "inputs", cli.accept_f16_files ? "tensors from .npy files (float32 or float16, C order, [batch, heads, seq_len, head_dim])"
-                                     : "tensors from .npy files (float32, C order, [batch, heads, seq_len, head_dim])");
+      "inputs", cli.accept_f16_files
+                    ? "tensors from .npy files (float32 or float16, C order, [batch, heads, seq_len, head_dim])"
+                    : "tensors from .npy files (float32, C order, [batch, heads, seq_len, head_dim])");
   inputs->add_option("--q", cli.q_path, "Q as a .npy file")->default_str("none");
   inputs->add_option("--k", cli.k_path, "K as a .npy file")->default_str("none");
   inputs->add_option("--v", cli.v_path, "V as a .npy file")->default_str("none");
@@ -86,8 +87,7 @@ AttentionProblem load_or_draw(const AttentionCli& cli) {
   const Shape4 k{cli.batch, cli.heads, cli.seq_len_k, cli.head_dim};
   return {Tensor4<float>(q, normal<float>(q.size(), cli.seed)),
           Tensor4<float>(k, normal<float>(k.size(), cli.seed + 1)),
-          Tensor4<float>(k, normal<float>(k.size(), cli.seed + 2)),
-          fmt::format("normal(0, 1), seed {}", cli.seed)};
+          Tensor4<float>(k, normal<float>(k.size(), cli.seed + 2)), fmt::format("normal(0, 1), seed {}", cli.seed)};
 }
 
 Device chosen_device(const AttentionCli& cli) {

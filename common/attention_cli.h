@@ -24,7 +24,7 @@ struct AttentionCli {
   std::uint64_t seed = 1;
   bool causal = false;
   std::optional<double> scale;
-  std::string device;  // "cpu", "gpu" or empty (the GPU when there is one)
+  std::string device;             // "cpu", "gpu" or empty (the GPU when there is one)
   bool accept_f16_files = false;  // set by a demo (chapter 06) whose kernel takes fp16: '<f2' files too
 };
 

@@ -36,8 +36,8 @@ struct AttentionShape {
 // Throws std::invalid_argument saying which tensor is wrong and what was expected.
 inline AttentionShape check_attention_shapes(const Shape4& q, const Shape4& k, const Shape4& v) {
   auto fail = [&](const std::string& what) {
-    throw std::invalid_argument(fmt::format("attention shapes: {} (Q {}, K {}, V {})", what, q.str(),
-                                            k.str(), v.str()));
+    throw std::invalid_argument(
+        fmt::format("attention shapes: {} (Q {}, K {}, V {})", what, q.str(), k.str(), v.str()));
   };
   if (q.size() == 0 || k.size() == 0) {
     fail("every dimension must be at least 1");

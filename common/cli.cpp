@@ -79,14 +79,14 @@ CLI::Option* add_number_list(CLI::App& app, const std::string& name, std::vector
 
 void check_float32_scale(std::string_view who, double scale) {
   if (!std::isfinite(static_cast<float>(scale))) {
-    throw std::invalid_argument(fmt::format(
-        "{}: scale {} is not accepted; give a number that float32 can hold (|scale| <= 3.4e38), or none "
-        "for 1/sqrt(head_dim)", who, scale));
+    throw std::invalid_argument(
+        fmt::format("{}: scale {} is not accepted; give a number that float32 can hold (|scale| <= 3.4e38), or none "
+                    "for 1/sqrt(head_dim)",
+                    who, scale));
   }
 }
 
-CLI::Option* add_scale(CLI::App& app, const std::string& name, std::optional<double>& scale,
-                       const std::string& help) {
+CLI::Option* add_scale(CLI::App& app, const std::string& name, std::optional<double>& scale, const std::string& help) {
   auto* option = app.add_option_function<std::string>(
       name, [&scale](const std::string& text) { scale = std::stod(text); }, help);
   option->check(CLI::Validator(

@@ -37,8 +37,7 @@ std::string integer_error(std::string_view text, std::uint64_t min, std::uint64_
 // shown by --help is value's current value. Returns the option, for ->needs() and the like.
 template <class Unsigned>
 CLI::Option* add_integer(CLI::App& app, const std::string& name, Unsigned& value, const std::string& help,
-                         std::uint64_t min = 1,
-                         std::uint64_t max = std::numeric_limits<Unsigned>::max()) {
+                         std::uint64_t min = 1, std::uint64_t max = std::numeric_limits<Unsigned>::max()) {
   static_assert(std::is_unsigned_v<Unsigned>, "add_integer writes an unsigned value");
   auto* option = app.add_option_function<std::string>(
       name, [&value](const std::string& text) { value = static_cast<Unsigned>(std::stoull(text)); }, help);
@@ -71,8 +70,7 @@ CLI::Option* add_number_list(CLI::App& app, const std::string& name, std::vector
 
 // Adds `name` for the softmax scale: a number whose float32 value is finite (the kernels compute
 // in float32, so 1e39 would become inf). Unset means 1/sqrt(head_dim).
-CLI::Option* add_scale(CLI::App& app, const std::string& name, std::optional<double>& scale,
-                       const std::string& help);
+CLI::Option* add_scale(CLI::App& app, const std::string& name, std::optional<double>& scale, const std::string& help);
 
 // Throws std::invalid_argument naming `who` unless float(scale) is finite: what add_scale checks,
 // for callers that get a scale from code rather than from a flag.

@@ -104,8 +104,7 @@ ErrorStats compare(std::span<const A> out, std::span<const B> ref) {
 
 template <class A, class B>
 ErrorStats compare(const A& out, const B& ref) {
-  return compare(std::span<const typename A::value_type>(out),
-                 std::span<const typename B::value_type>(ref));
+  return compare(std::span<const typename A::value_type>(out), std::span<const typename B::value_type>(ref));
 }
 
 // What the comparison found of NaN and infinities, in words; empty when neither side has any:
@@ -121,9 +120,10 @@ inline std::string nonfinite_report(const ErrorStats& s) {
   if (s.nonfinite_mismatch == 0) {
     return fmt::format("{}, all where the reference has them too", counts(s.out_nan, s.out_inf));
   }
-  return fmt::format("{} non-finite values where the reference differs (first at index {}); result {}, "
-                     "reference {}", s.nonfinite_mismatch, s.first_mismatch, counts(s.out_nan, s.out_inf),
-                     counts(s.ref_nan, s.ref_inf));
+  return fmt::format(
+      "{} non-finite values where the reference differs (first at index {}); result {}, "
+      "reference {}",
+      s.nonfinite_mismatch, s.first_mismatch, counts(s.out_nan, s.out_inf), counts(s.ref_nan, s.ref_inf));
 }
 
 // One line that says how far apart two results are, and where they differ most:
@@ -140,8 +140,7 @@ inline std::string describe(const ErrorStats& s) {
 // Both NaN gives 0; one NaN gives the largest distance. Source: the usual mapping of IEEE-754 bit
 // patterns onto a monotone integer line (sign-magnitude to two's complement order).
 template <std::floating_point T>
-  requires(sizeof(T) == 4 || sizeof(T) == 8)
-std::uint64_t ulp_distance(T a, T b) {
+requires(sizeof(T) == 4 || sizeof(T) == 8) std::uint64_t ulp_distance(T a, T b) {
   if (std::isnan(a) || std::isnan(b)) {
     return std::isnan(a) && std::isnan(b) ? 0 : std::numeric_limits<std::uint64_t>::max();
   }

@@ -24,9 +24,8 @@ namespace fa::detail {
 // Throws std::runtime_error naming `call`, the error and where; does nothing for cudaSuccess.
 inline void cuda_check(cudaError_t status, const char* call, const char* file, int line) {
   if (status == cudaSuccess) return;
-  throw std::runtime_error(std::string("CUDA error: ") + call + " failed: " +
-                           cudaGetErrorString(status) + " (" + cudaGetErrorName(status) + ") at " +
-                           file + ":" + std::to_string(line));
+  throw std::runtime_error(std::string("CUDA error: ") + call + " failed: " + cudaGetErrorString(status) + " (" +
+                           cudaGetErrorName(status) + ") at " + file + ":" + std::to_string(line));
 }
 
 }  // namespace fa::detail

@@ -48,8 +48,7 @@ inline bool colour_wanted(bool is_terminal, const char* no_color, const char* te
 
 // colour_wanted() for this process's stdout and environment, decided once. Never throws.
 inline bool colour_enabled() {
-  static const bool enabled =
-      colour_wanted(isatty(fileno(stdout)) != 0, std::getenv("NO_COLOR"), std::getenv("TERM"));
+  static const bool enabled = colour_wanted(isatty(fileno(stdout)) != 0, std::getenv("NO_COLOR"), std::getenv("TERM"));
   return enabled;
 }
 
@@ -59,8 +58,7 @@ inline std::string paint(std::string_view text, fmt::text_style style, bool colo
   return fmt::format(style, "{}", text);
 }
 
-inline const fmt::text_style heading_style =
-    fmt::emphasis::bold | fmt::fg(fmt::terminal_color::bright_cyan);
+inline const fmt::text_style heading_style = fmt::emphasis::bold | fmt::fg(fmt::terminal_color::bright_cyan);
 inline const fmt::text_style pass_style = fmt::emphasis::bold | fmt::fg(fmt::terminal_color::green);
 inline const fmt::text_style fail_style = fmt::emphasis::bold | fmt::fg(fmt::terminal_color::red);
 
@@ -121,9 +119,9 @@ inline std::string summary_line(const Check& c) {
       throw std::invalid_argument(fmt::format("summary line: the field '{}' is empty", names[i]));
     }
     if (fields[i].find_first_of("\t\r\n") != std::string_view::npos) {
-      throw std::invalid_argument(fmt::format(
-          "summary line: the field '{}' (\"{}\") holds a tab or a line break; fields are tab-separated",
-          names[i], fields[i]));
+      throw std::invalid_argument(
+          fmt::format("summary line: the field '{}' (\"{}\") holds a tab or a line break; fields are tab-separated",
+                      names[i], fields[i]));
     }
   }
   return fmt::format("{}\t{}\t{}\t{}\t{}", c.chapter, c.checked, c.error, c.bound, c.pass ? "PASS" : "FAIL");
@@ -142,9 +140,9 @@ inline Check parse_summary_line(std::string_view line, std::size_t line_number) 
     start = tab + 1;
   }
   if (fields.size() != 5) {
-    throw std::invalid_argument(fmt::format(
-        "summary line {}: {} tab-separated fields, expected 5 (chapter, checked, error, bound, PASS|FAIL)",
-        line_number, fields.size()));
+    throw std::invalid_argument(
+        fmt::format("summary line {}: {} tab-separated fields, expected 5 (chapter, checked, error, bound, PASS|FAIL)",
+                    line_number, fields.size()));
   }
   for (std::size_t i = 0; i < 4; ++i) {
     if (fields[i].empty()) {
@@ -152,8 +150,8 @@ inline Check parse_summary_line(std::string_view line, std::size_t line_number) 
     }
   }
   if (fields[4] != "PASS" && fields[4] != "FAIL") {
-    throw std::invalid_argument(fmt::format("summary line {}: last field is '{}', expected PASS or FAIL",
-                                            line_number, fields[4]));
+    throw std::invalid_argument(
+        fmt::format("summary line {}: last field is '{}', expected PASS or FAIL", line_number, fields[4]));
   }
   return Check{fields[0], fields[1], fields[2], fields[3], fields[4] == "PASS"};
 }
@@ -204,12 +202,13 @@ inline std::string summary_table(std::span<const Check> checks, bool colour) {
   for (const Check& c : checks) {
     passed += c.pass ? 1 : 0;
     const std::string result = c.pass ? paint("PASS", pass_style, colour) : paint("FAIL", fail_style, colour);
-    out += fmt::format("  {:<7}  {:<{}}  {:<{}}  {:<{}}  {}\n", c.chapter, c.checked, w_checked, c.error,
-                       w_error, c.bound, w_bound, result);
+    out += fmt::format("  {:<7}  {:<{}}  {:<{}}  {:<{}}  {}\n", c.chapter, c.checked, w_checked, c.error, w_error,
+                       c.bound, w_bound, result);
   }
   const bool all = passed == checks.size() && !checks.empty();
-  out += "\n" + paint(fmt::format("{} of {} checks passed", passed, checks.size()), all ? pass_style : fail_style,
-                      colour) + "\n";
+  out += "\n" +
+         paint(fmt::format("{} of {} checks passed", passed, checks.size()), all ? pass_style : fail_style, colour) +
+         "\n";
   return out;
 }
 

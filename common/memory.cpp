@@ -65,9 +65,10 @@ void MemoryPlan::check(std::string_view who) const {
     if (bytes == 0) continue;
     parts += fmt::format("{}{}: {}", parts.empty() ? "" : "; ", what, format_bytes(bytes));
   }
-  throw std::runtime_error(fmt::format("{}: this run needs {} ({}) but {} of memory are available; use a "
-                                       "smaller problem", who, format_bytes(total_), parts,
-                                       format_bytes(available)));
+  throw std::runtime_error(
+      fmt::format("{}: this run needs {} ({}) but {} of memory are available; use a "
+                  "smaller problem",
+                  who, format_bytes(total_), parts, format_bytes(available)));
 }
 
 }  // namespace fa

@@ -18,9 +18,9 @@
 #include <bit>
 #include <cerrno>
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -116,8 +116,10 @@ class HeaderParser {
         if (fields.shape) error("the key 'shape' appears twice");
         fields.shape = parse_tuple();
       } else {
-        error(fmt::format("unexpected key '{}': a .npy header holds exactly 'descr', "
-                          "'fortran_order' and 'shape'", printable(key)));
+        error(
+            fmt::format("unexpected key '{}': a .npy header holds exactly 'descr', "
+                        "'fortran_order' and 'shape'",
+                        printable(key)));
       }
       if (!eat(',')) {
         expect('}');
@@ -134,8 +136,7 @@ class HeaderParser {
 
  private:
   [[noreturn]] void error(const std::string& what) const {
-    fail(name_, fmt::format("malformed header: {} (at byte {} of the header \"{}\")", what, pos_,
-                            printable(text_)));
+    fail(name_, fmt::format("malformed header: {} (at byte {} of the header \"{}\")", what, pos_, printable(text_)));
   }
 
   void skip_space() {
@@ -176,7 +177,8 @@ class HeaderParser {
 
   bool parse_bool() {
     skip_space();
-    for (const auto& [word, value] : {std::pair{std::string_view("True"), true}, std::pair{std::string_view("False"), false}}) {
+    for (const auto& [word, value] :
+         {std::pair{std::string_view("True"), true}, std::pair{std::string_view("False"), false}}) {
       if (text_.substr(pos_, word.size()) == word) {
         pos_ += word.size();
         return value;
@@ -237,8 +239,9 @@ Shape4 check_fields(const HeaderFields& f, const std::string& name, bool accept_
                            printable(*f.descr), accept_f16 ? " or '<f2' (float16, little-endian)" : "", hint));
   }
   if (*f.fortran_order) {
-    fail(name, "fortran_order is True (column-major data) but this reader needs C order: save "
-               "np.ascontiguousarray(a)");
+    fail(name,
+         "fortran_order is True (column-major data) but this reader needs C order: save "
+         "np.ascontiguousarray(a)");
   }
   const std::vector<std::int64_t>& dims = *f.shape;
   if (dims.size() != 4) {
@@ -248,8 +251,8 @@ Shape4 check_fields(const HeaderFields& f, const std::string& name, bool accept_
   for (std::int64_t d : dims) {
     if (d < 0) fail(name, fmt::format("shape {} has a negative dimension", shape_text(dims)));
   }
-  return Shape4{static_cast<std::size_t>(dims[0]), static_cast<std::size_t>(dims[1]),
-                static_cast<std::size_t>(dims[2]), static_cast<std::size_t>(dims[3])};
+  return Shape4{static_cast<std::size_t>(dims[0]), static_cast<std::size_t>(dims[1]), static_cast<std::size_t>(dims[2]),
+                static_cast<std::size_t>(dims[3])};
 }
 
 // Step 5: value_bytes * product(dims), or nothing when that exceeds 2^64 - 1.
@@ -292,26 +295,24 @@ Header read_header(std::istream& in, const std::string& name, bool accept_f16 = 
   constexpr std::uint64_t kPrefix = 8;
   if (file_size < kPrefix) {
     fail(name, fmt::format("not a .npy file: it is {} bytes long, and a .npy file starts with 8 "
-                           "bytes of magic string and version", file_size));
+                           "bytes of magic string and version",
+                           file_size));
   }
   unsigned char prefix[kPrefix];
   read_exactly(prefix, kPrefix);
   const std::string_view magic(reinterpret_cast<const char*>(prefix), 6);
   if (magic != kMagic) {
-    fail(name, fmt::format("not a .npy file: it starts with \"{}\" instead of \"\\x93NUMPY\"",
-                           printable(magic)));
+    fail(name, fmt::format("not a .npy file: it starts with \"{}\" instead of \"\\x93NUMPY\"", printable(magic)));
   }
   const unsigned major = prefix[6], minor = prefix[7];
   if (minor != 0 || major < 1 || major > 3) {
-    fail(name, fmt::format("format version {}.{} is not supported: expected 1.0, 2.0 or 3.0", major,
-                           minor));
+    fail(name, fmt::format("format version {}.{} is not supported: expected 1.0, 2.0 or 3.0", major, minor));
   }
 
   // Step 2: HEADER_LEN, 2 bytes in version 1.0, 4 in 2.0 and 3.0.
   const std::uint64_t len_size = major == 1 ? 2 : 4;
   if (file_size < kPrefix + len_size) {
-    fail(name, fmt::format("truncated header: the file ends before its {}-byte header length",
-                           len_size));
+    fail(name, fmt::format("truncated header: the file ends before its {}-byte header length", len_size));
   }
   unsigned char len_bytes[4] = {};
   read_exactly(len_bytes, len_size);
@@ -319,11 +320,13 @@ Header read_header(std::istream& in, const std::string& name, bool accept_f16 = 
   const std::uint64_t header_start = kPrefix + len_size;
   if (header_len > file_size - header_start) {
     fail(name, fmt::format("truncated header: it should be {} bytes long but the file holds only {} "
-                           "more", header_len, file_size - header_start));
+                           "more",
+                           header_len, file_size - header_start));
   }
   if (header_len > kMaxHeaderLen) {
     fail(name, fmt::format("the header is {} bytes long; this reader accepts at most {} (a float32 "
-                           "array's header is about 128)", header_len, kMaxHeaderLen));
+                           "array's header is about 128)",
+                           header_len, kMaxHeaderLen));
   }
   std::string header(header_len, '\0');
   read_exactly(header.data(), header_len);
@@ -338,18 +341,18 @@ Header read_header(std::istream& in, const std::string& name, bool accept_f16 = 
   const std::uint64_t available = file_size - header_start - header_len;
   const std::optional<std::uint64_t> needed = data_bytes(*fields.shape, f16 ? 2 : 4);
   if (!needed) {
-    fail(name, fmt::format("shape {} needs more than 2^64 bytes of data; the file holds {}",
-                           shape_text(*fields.shape), available));
+    fail(name, fmt::format("shape {} needs more than 2^64 bytes of data; the file holds {}", shape_text(*fields.shape),
+                           available));
   }
   if (*needed > available) {
     fail(name, fmt::format("truncated data: shape {} needs {} bytes of {} values but the file "
-                           "holds only {} after the header", shape_text(*fields.shape), *needed,
-                           type_name, available));
+                           "holds only {} after the header",
+                           shape_text(*fields.shape), *needed, type_name, available));
   }
   if (*needed < available) {
     fail(name, fmt::format("shape {} needs {} bytes of {} values but the file holds {} after "
-                           "the header ({} too many)", shape_text(*fields.shape), *needed, type_name,
-                           available, available - *needed));
+                           "the header ({} too many)",
+                           shape_text(*fields.shape), *needed, type_name, available, available - *needed));
   }
   return {shape, *needed, f16};
 }
@@ -420,9 +423,7 @@ Tensor4<float> read_npy_file(const std::string& path, bool accept_f16) {
 
 Tensor4<float> read_npy_f32_4d(std::istream& in, const std::string& name) { return read_npy_4d(in, name, false); }
 Tensor4<float> read_npy_f32_4d(const std::string& path) { return read_npy_file(path, false); }
-Tensor4<float> read_npy_f32_or_f16_4d(std::istream& in, const std::string& name) {
-  return read_npy_4d(in, name, true);
-}
+Tensor4<float> read_npy_f32_or_f16_4d(std::istream& in, const std::string& name) { return read_npy_4d(in, name, true); }
 Tensor4<float> read_npy_f32_or_f16_4d(const std::string& path) { return read_npy_file(path, true); }
 
 Shape4 read_npy_shape(const std::string& path, bool accept_f16) {
@@ -446,8 +447,7 @@ void write_npy_f32(std::ostream& out, const Tensor4<float>& t, const std::string
   const auto header_len = static_cast<std::uint16_t>(header.size());  // < 200: fits 1.0's 2 bytes
 
   out.write(kMagic.data(), static_cast<std::streamsize>(kMagic.size()));
-  const char version_and_len[4] = {1, 0, static_cast<char>(header_len & 0xff),
-                                   static_cast<char>(header_len >> 8)};
+  const char version_and_len[4] = {1, 0, static_cast<char>(header_len & 0xff), static_cast<char>(header_len >> 8)};
   out.write(version_and_len, 4);
   out.write(header.data(), static_cast<std::streamsize>(header.size()));
   if constexpr (std::endian::native == std::endian::little) {
@@ -458,8 +458,8 @@ void write_npy_f32(std::ostream& out, const Tensor4<float>& t, const std::string
   } else {
     for (float x : t.values) {
       const auto bits = std::bit_cast<std::uint32_t>(x);
-      const char b[4] = {static_cast<char>(bits), static_cast<char>(bits >> 8),
-                         static_cast<char>(bits >> 16), static_cast<char>(bits >> 24)};
+      const char b[4] = {static_cast<char>(bits), static_cast<char>(bits >> 8), static_cast<char>(bits >> 16),
+                         static_cast<char>(bits >> 24)};
       out.write(b, 4);
     }
   }
@@ -481,8 +481,8 @@ void check_output_path(const std::string& path) {
     fail(path, fmt::format("the folder {} does not exist", folder.string()));
   }
   if (access(folder.c_str(), W_OK | X_OK) != 0) {
-    fail(path, fmt::format("cannot write into the folder {}: {}", folder.string(),
-                           std::generic_category().message(errno)));
+    fail(path,
+         fmt::format("cannot write into the folder {}: {}", folder.string(), std::generic_category().message(errno)));
   }
 }
 
@@ -495,7 +495,8 @@ void write_npy_f32(const std::string& path, const Tensor4<float>& t) {
   // file system replaces the file whole, so `path` holds either its old contents or all of the new.
   std::string temporary = path + ".XXXXXX";
   const int fd = mkstemp(temporary.data());
-  if (fd < 0) fail(path, fmt::format("cannot create a temporary file beside it: {}", std::generic_category().message(errno)));
+  if (fd < 0)
+    fail(path, fmt::format("cannot create a temporary file beside it: {}", std::generic_category().message(errno)));
   close(fd);
   try {
     std::ofstream out(temporary, std::ios::binary | std::ios::trunc);

@@ -19,9 +19,10 @@ void begin_profile(const ProfileFlags& flags, Device device) {
     throw std::invalid_argument("--profile: " + simt::profile::unavailable_reason());
   }
   if (device == Device::gpu) {
-    throw std::invalid_argument("--profile counts the kernels' memory accesses on the CPU (common/simt); "
-                                "add --device cpu (on a GPU, scripts/gpu_check.sh collects the same metrics "
-                                "with Nsight Compute)");
+    throw std::invalid_argument(
+        "--profile counts the kernels' memory accesses on the CPU (common/simt); "
+        "add --device cpu (on a GPU, scripts/gpu_check.sh collects the same metrics "
+        "with Nsight Compute)");
   }
   simt::profile::start();
 }

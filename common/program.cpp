@@ -17,8 +17,7 @@ Program::Program(std::string description) : app_(std::move(description)) {
 bool announce_long_run(double flops, double flops_per_second) {
   const double seconds = flops / flops_per_second;
   if (!(seconds > 3.0)) return false;
-  fmt::print("This run does about {:.3g} GFLOP; on the CPU path that takes about {:.0f} s.\n", flops / 1e9,
-             seconds);
+  fmt::print("This run does about {:.3g} GFLOP; on the CPU path that takes about {:.0f} s.\n", flops / 1e9, seconds);
   std::fflush(stdout);
   return true;
 }

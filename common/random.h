@@ -38,8 +38,7 @@ std::vector<T> uniform(std::size_t n, std::uint64_t seed, double lo = 0.0, doubl
 // normal(0, 1) scores, then `outliers` of them (chosen at random; at least one when n > 0) raised
 // by `height`. Real attention rows look like this: most keys get almost no weight, a few get most.
 template <class T = double>
-std::vector<T> peaked(std::size_t n, std::uint64_t seed, std::size_t outliers = 0,
-                      double height = 12.0) {
+std::vector<T> peaked(std::size_t n, std::uint64_t seed, std::size_t outliers = 0, double height = 12.0) {
   std::vector<T> out = normal<T>(n, seed);
   if (n == 0) return out;
   if (outliers == 0) outliers = 1 + n / 100;

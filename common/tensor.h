@@ -22,12 +22,10 @@ class MatrixView {
  public:
   MatrixView() = default;
   // Throws std::invalid_argument when data.size() != rows * cols.
-  MatrixView(std::span<T> data, std::size_t rows, std::size_t cols)
-      : data_(data.data()), rows_(rows), cols_(cols) {
+  MatrixView(std::span<T> data, std::size_t rows, std::size_t cols) : data_(data.data()), rows_(rows), cols_(cols) {
     if (data.size() != rows * cols) {
-      throw std::invalid_argument(fmt::format(
-          "MatrixView: {} values cannot be viewed as a [{}, {}] matrix (needs {})", data.size(),
-          rows, cols, rows * cols));
+      throw std::invalid_argument(fmt::format("MatrixView: {} values cannot be viewed as a [{}, {}] matrix (needs {})",
+                                              data.size(), rows, cols, rows * cols));
     }
   }
   MatrixView(T* data, std::size_t rows, std::size_t cols) : data_(data), rows_(rows), cols_(cols) {}
@@ -58,8 +56,7 @@ struct Shape4 {
   std::size_t size() const { return batch * heads * seq_len * head_dim; }
   bool operator==(const Shape4&) const = default;
   std::string str() const {
-    return fmt::format("[batch {}, heads {}, seq_len {}, head_dim {}]", batch, heads, seq_len,
-                       head_dim);
+    return fmt::format("[batch {}, heads {}, seq_len {}, head_dim {}]", batch, heads, seq_len, head_dim);
   }
 };
 
@@ -71,8 +68,8 @@ class Tensor4View {
   // Throws std::invalid_argument when data.size() != shape.size().
   Tensor4View(std::span<T> data, Shape4 shape) : data_(data.data()), shape_(shape) {
     if (data.size() != shape.size()) {
-      throw std::invalid_argument(fmt::format("Tensor4View: {} values cannot be viewed as {} (needs {})",
-                                              data.size(), shape.str(), shape.size()));
+      throw std::invalid_argument(fmt::format("Tensor4View: {} values cannot be viewed as {} (needs {})", data.size(),
+                                              shape.str(), shape.size()));
     }
   }
   operator Tensor4View<const T>() const { return {std::span<const T>(data_, size()), shape_}; }
@@ -86,8 +83,7 @@ class Tensor4View {
   }
   // The [seq_len, head_dim] matrix of batch entry b, head h.
   MatrixView<T> head(std::size_t b, std::size_t h) const {
-    return {data_ + (b * shape_.heads + h) * shape_.seq_len * shape_.head_dim, shape_.seq_len,
-            shape_.head_dim};
+    return {data_ + (b * shape_.heads + h) * shape_.seq_len * shape_.head_dim, shape_.seq_len, shape_.head_dim};
   }
 
  private:
@@ -106,8 +102,8 @@ struct Tensor4 {
   // Throws std::invalid_argument when v.size() != s.size().
   Tensor4(Shape4 s, std::vector<T> v) : shape(s), values(std::move(v)) {
     if (values.size() != shape.size()) {
-      throw std::invalid_argument(fmt::format("Tensor4: {} values do not fill {} (needs {})",
-                                              values.size(), shape.str(), shape.size()));
+      throw std::invalid_argument(
+          fmt::format("Tensor4: {} values do not fill {} (needs {})", values.size(), shape.str(), shape.size()));
     }
   }
 

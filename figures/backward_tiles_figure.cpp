@@ -37,8 +37,8 @@ constexpr std::int64_t chosen_query_block = 5;  // panel b
 using Tile = std::pair<std::int64_t, std::int64_t>;  // (i, j)
 
 struct Walked {
-  std::set<Tile> dk_dv, dq;                  // every visited tile, per kernel
-  std::vector<Tile> column, row;             // the chosen blocks' tiles, in visiting order
+  std::set<Tile> dk_dv, dq;       // every visited tile, per kernel
+  std::vector<Tile> column, row;  // the chosen blocks' tiles, in visiting order
 };
 
 Walked walk() {
@@ -58,8 +58,8 @@ Walked walk() {
 
 // One panel: the grid of tiles, the chosen block's tiles dark and numbered, the other visited ones
 // light, and the causal diagonal.
-std::string panel(double x, const std::set<Tile>& visited, const std::vector<Tile>& chosen,
-                  const std::string& heading, const std::vector<std::string>& notes) {
+std::string panel(double x, const std::set<Tile>& visited, const std::vector<Tile>& chosen, const std::string& heading,
+                  const std::vector<std::string>& notes) {
   const ch07::TrafficCase& c = backward_case;
   const std::int64_t Tr = (c.seq_len + c.Br - 1) / c.Br, Tc = (c.seq_len + c.Bc - 1) / c.Bc;
   std::string out;
@@ -94,7 +94,8 @@ std::string panel(double x, const std::set<Tile>& visited, const std::vector<Til
                 R"(class="small white bold" text-anchor="middle")");
   }
   // The causal diagonal: query i sees key j <= i (seq_len_q = seq_len_k).
-  out += line(gx, gy, gx + size, gy + size, fmt::format(R"(stroke="{}" stroke-width="1.5" stroke-dasharray="5 4")", mid));
+  out +=
+      line(gx, gy, gx + size, gy + size, fmt::format(R"(stroke="{}" stroke-width="1.5" stroke-dasharray="5 4")", mid));
   double y = gy + size + 36;
   for (const std::string& note : notes) {
     out += text(x + 24, y, note, R"(class="small")");
@@ -110,11 +111,12 @@ std::string backward_tiles_figure() {
   const ch07::TrafficCase& c = backward_case;
   std::string body;
   body += text(24, 32, "The backward pass, causal: which tiles of S one thread block touches", R"(class="title")");
-  body += text(24, 56,
-               fmt::format("N = {} queries and keys; tiles of Br = {} query rows \u00d7 Bc = {} keys (chapter 07's tile "
-                           "for head_dim {}); dashed: the causal diagonal",
-                           c.seq_len, c.Br, c.Bc, c.head_dim),
-               R"(class="small")");
+  body +=
+      text(24, 56,
+           fmt::format("N = {} queries and keys; tiles of Br = {} query rows \u00d7 Bc = {} keys (chapter 07's tile "
+                       "for head_dim {}); dashed: the causal diagonal",
+                       c.seq_len, c.Br, c.Bc, c.head_dim),
+           R"(class="small")");
   body += text(24, 76,
                "dark: the chosen block's tiles, numbered in its order; light: tiles other blocks visit; white: "
                "hidden from every row and key of the tile, skipped",

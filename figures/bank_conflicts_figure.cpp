@@ -103,8 +103,9 @@ std::string bank_conflicts_figure() {
                "Counts from simt::profile::shared_cost (common/simt/profile_count.h), the rule of --profile; "
                "a stack of more than 8 is cut,",
                R"(class="small")");
-  body += text(24, y + 42, "its height written on top. Try it: build/default/bin/simt_bank_conflicts --stride S --profile",
-               R"(class="small")");
+  body +=
+      text(24, y + 42, "its height written on top. Try it: build/default/bin/simt_bank_conflicts --stride S --profile",
+           R"(class="small")");
   return document(width, y + 58, "Shared-memory banks for strides 1, 2, 33, 32 and 0",
                   "One warp of 32 lanes reads 4-byte words at lane * stride. Stride 1 and 33 put every lane in its own "
                   "bank (1 wavefront); stride 2 puts two lanes in each even bank (2 wavefronts, 1 conflict); stride "

@@ -9,7 +9,6 @@
 
 #include <fmt/format.h>
 
-
 namespace figures {
 
 namespace {
@@ -25,8 +24,7 @@ std::optional<std::string> read_if_there(const std::filesystem::path& path) {
 }
 }  // namespace
 
-std::vector<Figure> make_figures(const std::filesystem::path& benchmarks,
-                                 const std::filesystem::path& cpu_benchmarks) {
+std::vector<Figure> make_figures(const std::filesystem::path& benchmarks, const std::filesystem::path& cpu_benchmarks) {
   std::optional<MeasuredTraffic> measured;
   if (const auto text = read_if_there(benchmarks)) measured = read_measured_traffic(*text);
   std::optional<SoftmaxBench> softmax_bench;

@@ -119,8 +119,7 @@ struct Figure {
 // docs/benchmarks-cpu.md; a missing file means no measurements. Throws std::invalid_argument when
 // a file holds a measured table that cannot be read (the reader's message), std::runtime_error
 // when a file exists but cannot be read.
-std::vector<Figure> make_figures(const std::filesystem::path& benchmarks,
-                                 const std::filesystem::path& cpu_benchmarks);
+std::vector<Figure> make_figures(const std::filesystem::path& benchmarks, const std::filesystem::path& cpu_benchmarks);
 //   6. backward-tiles.svg             backward_tiles_figure(): static; ch07::walk_backward, causal:
 //                                     the tiles one block of each backward kernel touches
 

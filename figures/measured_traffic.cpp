@@ -20,11 +20,11 @@ using markdown::number;
 using markdown::trim;
 
 [[noreturn]] void bad_row(std::size_t line_number, std::string_view line, std::string_view why) {
-  throw std::invalid_argument(fmt::format(
-      "docs/benchmarks.md, line {}: {} in the table \"{}\": \"{}\"; expected "
-      "| kernel | seq_len | head_dim | causal | DRAM MB (ncu) | model MB |, as scripts/ncu_table.py "
-      "prints it",
-      line_number, why, section.substr(3), line));
+  throw std::invalid_argument(
+      fmt::format("docs/benchmarks.md, line {}: {} in the table \"{}\": \"{}\"; expected "
+                  "| kernel | seq_len | head_dim | causal | DRAM MB (ncu) | model MB |, as scripts/ncu_table.py "
+                  "prints it",
+                  line_number, why, section.substr(3), line));
 }
 
 }  // namespace
@@ -65,8 +65,7 @@ std::optional<MeasuredTraffic> read_measured_traffic(std::string_view markdown_t
       if (s.seq_len == *seq_len && s.head_dim == *head_dim) size = &s;
     }
     if (size == nullptr) {
-      size = &measured.sizes.emplace_back(
-          MeasuredSize{*seq_len, *head_dim, -1.0, missing, -1.0, missing});
+      size = &measured.sizes.emplace_back(MeasuredSize{*seq_len, *head_dim, -1.0, missing, -1.0, missing});
     }
     double& slot = naive ? size->naive_measured_mb : size->flash_measured_mb;
     if (slot >= 0) bad_row(n + 1, line, "a second row for the same kernel and size");
@@ -75,18 +74,18 @@ std::optional<MeasuredTraffic> read_measured_traffic(std::string_view markdown_t
   }
 
   if (measured.sizes.empty()) {
-    throw std::invalid_argument(fmt::format(
-        "docs/benchmarks.md, line {}: the section \"{}\" has no row with causal \"no\"; expected "
-        "at least one naive and one flash-attention-2 row, as scripts/ncu_table.py prints them",
-        first + 1, measured.heading));
+    throw std::invalid_argument(
+        fmt::format("docs/benchmarks.md, line {}: the section \"{}\" has no row with causal \"no\"; expected "
+                    "at least one naive and one flash-attention-2 row, as scripts/ncu_table.py prints them",
+                    first + 1, measured.heading));
   }
   for (const MeasuredSize& s : measured.sizes) {
     if (s.naive_measured_mb < 0 || s.flash_measured_mb < 0) {
-      throw std::invalid_argument(fmt::format(
-          "docs/benchmarks.md: the section \"{}\" has a {} row for seq_len {}, head_dim {} but no {} "
-          "row; expected both kernels for every size",
-          measured.heading, s.naive_measured_mb < 0 ? "flash-attention-2" : "naive", s.seq_len,
-          s.head_dim, s.naive_measured_mb < 0 ? "naive" : "flash-attention-2"));
+      throw std::invalid_argument(
+          fmt::format("docs/benchmarks.md: the section \"{}\" has a {} row for seq_len {}, head_dim {} but no {} "
+                      "row; expected both kernels for every size",
+                      measured.heading, s.naive_measured_mb < 0 ? "flash-attention-2" : "naive", s.seq_len, s.head_dim,
+                      s.naive_measured_mb < 0 ? "naive" : "flash-attention-2"));
     }
   }
   return measured;

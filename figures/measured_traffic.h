@@ -41,8 +41,8 @@ struct MeasuredSize {
 };
 
 struct MeasuredTraffic {
-  std::string heading;               // the section's heading, without "## "
-  std::vector<MeasuredSize> sizes;   // in the file's order
+  std::string heading;              // the section's heading, without "## "
+  std::vector<MeasuredSize> sizes;  // in the file's order
 };
 
 // Reads the measured table from the text of docs/benchmarks.md (lines 1-4 above). Returns nullopt

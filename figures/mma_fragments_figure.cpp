@@ -118,7 +118,8 @@ std::string fragment_grid(double x, double y, const std::array<std::array<MmaFra
       const MmaFragmentMap::Holder h = holder[i][j];
       const unsigned reg = h.element / per_register;
       const double cx = x + cell_w * static_cast<double>(j), cy = y + cell_h * static_cast<double>(i);
-      out += rect(cx, cy, cell_w, cell_h, fmt::format(R"(fill="{}" stroke="#ffffff" stroke-width="1")", register_fill(reg)));
+      out += rect(cx, cy, cell_w, cell_h,
+                  fmt::format(R"(fill="{}" stroke="#ffffff" stroke-width="1")", register_fill(reg)));
       out += text(cx + cell_w / 2, cy + 13, fmt::format("T{}", h.lane),
                   fmt::format(R"({} text-anchor="middle")", on_fill(reg)));
       out += text(cx + cell_w / 2, cy + 26, fmt::format("{}{}", name, h.element),
@@ -152,7 +153,8 @@ std::string ldmatrix_panel(double x, double y) {
       const unsigned matrix = (row / 8) + 2 * half;  // a[i]: rows 8 (i % 2).., columns 8 (i / 2)..
       const unsigned lane = 8 * matrix + row % 8;
       const double cx = x + half_w * half, cy = y + cell_h * row;
-      out += rect(cx, cy, half_w, cell_h, fmt::format(R"(fill="{}" stroke="#ffffff" stroke-width="1")", register_fill(matrix)));
+      out += rect(cx, cy, half_w, cell_h,
+                  fmt::format(R"(fill="{}" stroke="#ffffff" stroke-width="1")", register_fill(matrix)));
       out += text(cx + half_w / 2, cy + 20,
                   fmt::format("T{}: &A[{}][{}]  (matrix {}, row {})", lane, row, 8 * half, matrix, row % 8),
                   fmt::format(R"({} text-anchor="middle")", on_fill_plain(matrix)));
@@ -185,8 +187,8 @@ std::string mma_fragments_figure() {
                "(PTX ISA, \"Matrix Fragments for mma.m16n8k16 with floating point type\"): groupID = lane / 4 "
                "picks the row (of B: the column), lane % 4 the pair of columns",
                R"(class="small")");
-  body += text(margin, 98, "(of B: of rows). Element e is in register e / 2, bits 0-15 for even e.",
-               R"(class="small")");
+  body +=
+      text(margin, 98, "(of B: of rows). Element e is in register e / 2, bits 0-15 for even e.", R"(class="small")");
 
   body += text(a_x, top - 52, "A: a[0..3], two elements each (a0..a7)", R"(class="heading")");
   body += fragment_grid(a_x, top, map.A, "a", 2, "row", "col");
@@ -196,8 +198,7 @@ std::string mma_fragments_figure() {
   body += fragment_grid(b_x, top, map.B, "b", 2, "k", "n");
   body += legend(b_x, top + grid_h + 12, "b", 2, "");
 
-  body += text(a_x, second - 52, "ldmatrix .x4 on A: lane 8i + j gives row j of matrix i = a[i]",
-               R"(class="heading")");
+  body += text(a_x, second - 52, "ldmatrix .x4 on A: lane 8i + j gives row j of matrix i = a[i]", R"(class="heading")");
   body += ldmatrix_panel(a_x, second);
 
   body += text(b_x, second - 52, "C, D: c[0..3] (c0..c3), floats", R"(class="heading")");

@@ -39,14 +39,12 @@ constexpr double panel_height = 392;
 // When things happen in one panel: block k occupies [start + k step, start + (k+1) step); the
 // fractions of a step below are the moments of the steps at the top; line 6 follows the last block.
 struct Clock {
-  double start = 0;          // seconds: the first block arrives
-  double step = 3;           // seconds per block
-  std::size_t steps = 0;     // blocks in the trace
+  double start = 0;                            // seconds: the first block arrives
+  double step = 3;                             // seconds per block
+  std::size_t steps = 0;                       // blocks in the trace
   static constexpr double final_length = 4.0;  // seconds for line 6 and a pause
 
-  double at(std::size_t k, double fraction) const {
-    return start + (static_cast<double>(k) + fraction) * step;
-  }
+  double at(std::size_t k, double fraction) const { return start + (static_cast<double>(k) + fraction) * step; }
   double final_start() const { return at(steps, 0.0); }
   double divide_start() const { return final_start() + 0.3; }  // line 6 runs from here ...
   double divide_end() const { return final_start() + 1.3; }    // ... to here
@@ -95,13 +93,13 @@ std::vector<std::string> step_caption(const Trace& t, std::size_t k) {
     second = fmt::format("Nothing to rescale yet. Line 4: l = {} (the block's terms against m = {}).",
                          number(s.block_sum), number(s.m_after));
   } else if (s.rescale == 1) {
-    second = fmt::format("Line 3: c = 1, earlier terms stay. Line 4: l = {} + {} = {}.",
-                         number(s.l_before), number(s.block_sum), number(s.l_after));
+    second = fmt::format("Line 3: c = 1, earlier terms stay. Line 4: l = {} + {} = {}.", number(s.l_before),
+                         number(s.block_sum), number(s.l_after));
   } else {
-    second = fmt::format(
-        "Line 3: every earlier term \u00d7 c = exp({} \u2212 {}) = {}. Line 4: l = {} \u00d7 {} + {} = {}.",
-        number(s.m_before), number(s.m_after), number(s.rescale), number(s.l_before),
-        number(s.rescale), number(s.block_sum), number(s.l_after));
+    second =
+        fmt::format("Line 3: every earlier term \u00d7 c = exp({} \u2212 {}) = {}. Line 4: l = {} \u00d7 {} + {} = {}.",
+                    number(s.m_before), number(s.m_after), number(s.rescale), number(s.l_before), number(s.rescale),
+                    number(s.block_sum), number(s.l_after));
   }
   return {first, second};
 }
@@ -125,8 +123,8 @@ ScoreAxis score_axis(const std::vector<double>& x) {
 }
 
 // One panel: heading, axes, and lines 2-6 for every step of the trace.
-std::string panel(const Trace& t, const Layout& L, const Clock& clock, double duration,
-                  const std::string& heading, const std::string& intro, bool value_labels) {
+std::string panel(const Trace& t, const Layout& L, const Clock& clock, double duration, const std::string& heading,
+                  const std::string& intro, bool value_labels) {
   std::string out;
   const std::size_t n = t.x.size();
   const ScoreAxis axis = score_axis(t.x);
@@ -139,8 +137,7 @@ std::string panel(const Trace& t, const Layout& L, const Clock& clock, double du
   for (std::size_t k = 0; k < t.steps.size(); ++k) {
     const double bx = L.slot_x(t.steps[k].first), bw = L.slot() * static_cast<double>(t.steps[k].count);
     if (k % 2 == 0) {
-      out += rect(bx, L.score_top() - 6, bw, L.term_bottom() - L.score_top() + 6,
-                  fmt::format(R"(fill="{}")", band));
+      out += rect(bx, L.score_top() - 6, bw, L.term_bottom() - L.score_top() + 6, fmt::format(R"(fill="{}")", band));
     }
     out += text(bx + bw / 2, L.term_bottom() + 18, fmt::format("block {}", k + 1),
                 R"(class="small" text-anchor="middle")");
@@ -171,8 +168,7 @@ std::string panel(const Trace& t, const Layout& L, const Clock& clock, double du
     out += rect(L.bar_x(j), std::min(y, y0), L.bar_w(), std::fabs(y0 - y),
                 fmt::format(R"(fill="{}" stroke="{}" stroke-width="1")", light, ink), fade);
     if (value_labels) {  // inside the top of the bar, clear of the max line
-      out += text(L.bar_x(j) + L.bar_w() / 2, std::min(y, y0) + 18, number(t.x[j]),
-                  R"(text-anchor="middle")", fade);
+      out += text(L.bar_x(j) + L.bar_w() / 2, std::min(y, y0) + 18, number(t.x[j]), R"(text-anchor="middle")", fade);
     }
   }
 
@@ -186,8 +182,8 @@ std::string panel(const Trace& t, const Layout& L, const Clock& clock, double du
         y.move(clock.at(k, max_from), clock.at(k, max_to), score_y(t.steps[k].m_after));
       }
     }
-    const std::string moves = y.animate("y1", duration) + y.animate("y2", duration) +
-                              opacity.animate("opacity", duration);
+    const std::string moves =
+        y.animate("y1", duration) + y.animate("y2", duration) + opacity.animate("opacity", duration);
     out += line(L.x0, y.value(), L.x1, y.value(),
                 fmt::format(R"(stroke="{}" stroke-width="3" stroke-dasharray="9 5")", dark), moves);
     for (std::size_t k = 0; k < t.steps.size(); ++k) {
@@ -216,9 +212,7 @@ std::string panel(const Trace& t, const Layout& L, const Clock& clock, double du
   // Lines 3 and 4: each term's bar, and its piece of the stack. term(j, k): score j's term after
   // step k (0 before it arrives); below(j, k): the sum of the terms before score j after step k,
   // where score j's piece of the stack starts.
-  auto term = [&](std::size_t j, std::size_t k) {
-    return j < t.steps[k].terms.size() ? t.steps[k].terms[j] : 0.0;
-  };
+  auto term = [&](std::size_t j, std::size_t k) { return j < t.steps[k].terms.size() ? t.steps[k].terms[j] : 0.0; };
   auto below = [&](std::size_t j, std::size_t k) {
     double sum = 0;
     for (std::size_t i = 0; i < j; ++i) sum += term(i, k);
@@ -234,20 +228,18 @@ std::string panel(const Trace& t, const Layout& L, const Clock& clock, double du
   const double term_h = L.term_bottom() - L.term_top();
   for (std::size_t j = 0; j < n; ++j) {
     const std::size_t first = arrival_step(t, j);
-    BarTrack bar(L.term_bottom(), 0.0);                   // the term on its own axis
-    BarTrack piece(stack_y(below(j, first)), 0.0);   // the term in the stack
+    BarTrack bar(L.term_bottom(), 0.0);             // the term on its own axis
+    BarTrack piece(stack_y(below(j, first)), 0.0);  // the term in the stack
     for (std::size_t k = first; k < t.steps.size(); ++k) {
       const double h = term(j, k);
       if (k == first) {  // line 4: the new term grows in, on top of the earlier ones after line 3
         // The block's pieces grow together, each on top of the one before it as it grows.
         bar.move(clock.at(k, grow_from), clock.at(k, grow_to), L.term_bottom(), h * term_h);
         piece.jump(clock.at(k, grow_from), stack_y(below(t.steps[k].first, k)), 0.0);
-        piece.move(clock.at(k, grow_from), clock.at(k, grow_to), stack_y(below(j, k)),
-                   h / l_max * stack_h);
+        piece.move(clock.at(k, grow_from), clock.at(k, grow_to), stack_y(below(j, k)), h / l_max * stack_h);
       } else {  // line 3: every earlier term by the same factor, at the same moment
         bar.move(clock.at(k, shrink_from), clock.at(k, shrink_to), L.term_bottom(), h * term_h);
-        piece.move(clock.at(k, shrink_from), clock.at(k, shrink_to), stack_y(below(j, k)),
-                   h / l_max * stack_h);
+        piece.move(clock.at(k, shrink_from), clock.at(k, shrink_to), stack_y(below(j, k)), h / l_max * stack_h);
       }
     }
     out += rect(L.bar_x(j), bar.y(), L.bar_w(), bar.height(),
@@ -261,18 +253,17 @@ std::string panel(const Trace& t, const Layout& L, const Clock& clock, double du
     BarTrack p_bar(L.term_bottom(), last_term * term_h);
     p_bar.move(clock.divide_start(), clock.divide_end(), L.term_bottom(), t.p[j] * term_h);
     BarTrack p_piece(stack_y(below(j, last)), last_term / l_max * stack_h);
-    p_piece.move(clock.divide_start(), clock.divide_end(), stack_y(p_below(j)),
-                 t.p[j] / l_max * stack_h);
+    p_piece.move(clock.divide_start(), clock.divide_end(), stack_y(p_below(j)), t.p[j] / l_max * stack_h);
     Track shown(0.0);
     shown.jump(clock.divide_start(), 1.0);
     const std::string appear = shown.animate("opacity", duration);
     const double p_w = L.bar_w() * 0.5;
-    out += rect(L.bar_x(j) + (L.bar_w() - p_w) / 2, p_bar.y(), p_w, p_bar.height(),
-                fmt::format(R"(fill="{}" stroke="#ffffff" stroke-width="0.6")", dark),
-                p_bar.animate(duration) + appear);
-    out += rect(L.stack_x + L.stack_w / 4, p_piece.y(), L.stack_w / 2, p_piece.height(),
-                fmt::format(R"(fill="{}" stroke="#ffffff" stroke-width="0.6")", dark),
-                p_piece.animate(duration) + appear);
+    out +=
+        rect(L.bar_x(j) + (L.bar_w() - p_w) / 2, p_bar.y(), p_w, p_bar.height(),
+             fmt::format(R"(fill="{}" stroke="#ffffff" stroke-width="0.6")", dark), p_bar.animate(duration) + appear);
+    out +=
+        rect(L.stack_x + L.stack_w / 4, p_piece.y(), L.stack_w / 2, p_piece.height(),
+             fmt::format(R"(fill="{}" stroke="#ffffff" stroke-width="0.6")", dark), p_piece.animate(duration) + appear);
   }
 
   // The values over the bars (worked example only): each term while it holds, then p_j.
@@ -287,16 +278,15 @@ std::string panel(const Trace& t, const Layout& L, const Clock& clock, double du
       }
       for (std::size_t h = 0; h < held.size(); ++h) {
         const double until =
-            h + 1 < held.size() ? held[h + 1].first - (shrink_to - shrink_from) * clock.step
-                                : clock.divide_start();
+            h + 1 < held.size() ? held[h + 1].first - (shrink_to - shrink_from) * clock.step : clock.divide_start();
         out += text(cx, L.term_y(held[h].second) - 6, number(held[h].second),
                     R"(class="small" text-anchor="middle" opacity="0")",
                     shown_between(held[h].first, until).animate("opacity", duration));
       }
       Track shown(0.0);
       shown.jump(clock.divide_end(), 1.0);
-      out += text(cx, L.term_y(term(j, last)) - 6, number(t.p[j]),
-                  R"(class="small bold" text-anchor="middle")", shown.animate("opacity", duration));
+      out += text(cx, L.term_y(term(j, last)) - 6, number(t.p[j]), R"(class="small bold" text-anchor="middle")",
+                  shown.animate("opacity", duration));
     }
   }
 
@@ -324,8 +314,7 @@ std::string panel(const Trace& t, const Layout& L, const Clock& clock, double du
   out += text(30, line1, intro, R"(opacity="0")", shown_between(0, clock.start).animate("opacity", duration));
   for (std::size_t k = 0; k < t.steps.size(); ++k) {
     const std::vector<std::string> lines = step_caption(t, k);
-    const std::string shown =
-        shown_between(clock.at(k, 0), clock.at(k + 1, 0)).animate("opacity", duration);
+    const std::string shown = shown_between(clock.at(k, 0), clock.at(k + 1, 0)).animate("opacity", duration);
     out += text(30, line1, lines[0], R"(opacity="0")", shown);
     out += text(30, line2, lines[1], R"(class="small" opacity="0")", shown);
   }
@@ -338,16 +327,15 @@ std::string panel(const Trace& t, const Layout& L, const Clock& clock, double du
                           "with m = {} and l = {}.",
                           number(end.m_after), number(end.l_after)),
               "", final_animation);
-  out += text(30, line2,
-              "Every term is divided by the same l (dark bars); the stack of the p_j adds up to 1.",
+  out += text(30, line2, "Every term is divided by the same l (dark bars); the stack of the p_j adds up to 1.",
               R"(class="small")", final_animation);
   return out;
 }
 
 // The title, and a legend of what the marks are.
 std::string title_and_legend() {
-  std::string out = text(30, 30, "Online softmax: the max and the sum in one pass, a block at a time",
-                         R"(class="title")");
+  std::string out =
+      text(30, 30, "Online softmax: the max and the sum in one pass, a block at a time", R"(class="title")");
   out += text(30, 52,
               "\u201cLine n\u201d: the algorithm at the top of chapters/02_online_softmax/online_softmax.h, "
               "whose trace (trace.h) this draws",
@@ -369,9 +357,7 @@ std::string title_and_legend() {
 
 }  // namespace
 
-std::vector<double> random_row() {
-  return fa::normal(random_row_length, random_row_seed, 0.0, random_row_stddev);
-}
+std::vector<double> random_row() { return fa::normal(random_row_length, random_row_seed, 0.0, random_row_stddev); }
 
 std::string online_softmax_figure() {
   const Trace worked = ch02::online_softmax_trace(worked_scores, worked_block);
@@ -385,10 +371,10 @@ std::string online_softmax_figure() {
 
   const double top_a = 92, top_b = top_a + panel_height;
   std::string body = title_and_legend();
-  body += panel(worked, Layout{top_a, worked.x.size()}, clock_a, duration,
-                fmt::format("a) The worked example: scores {} in blocks of {}",
-                            fmt::join(worked.x, ", "), worked.block),
-                "The blocks arrive one at a time, left to right.", true);
+  body +=
+      panel(worked, Layout{top_a, worked.x.size()}, clock_a, duration,
+            fmt::format("a) The worked example: scores {} in blocks of {}", fmt::join(worked.x, ", "), worked.block),
+            "The blocks arrive one at a time, left to right.", true);
   body += panel(random, Layout{top_b, random.x.size()}, clock_b, duration,
                 fmt::format("b) A random row: {} scores, fa::normal(seed {}, mean 0, sd {}), in blocks of {}",
                             random.x.size(), random_row_seed, random_row_stddev, random.block),
@@ -397,7 +383,8 @@ std::string online_softmax_figure() {
   std::vector<std::string> scores;
   for (double x : row) scores.push_back(fmt::format("{:.4f}", x));
   const std::string description = fmt::format(
-      "Animated ({:.1f} s loop, which opens on the finished picture). The online softmax of chapter 02 (ch02::online_softmax_trace), block by "
+      "Animated ({:.1f} s loop, which opens on the finished picture). The online softmax of chapter 02 "
+      "(ch02::online_softmax_trace), block by "
       "block: scores arrive, the running max m rises, every earlier term exp(x_j - m) shrinks by the "
       "same factor c, the running sum l is the stack of the terms, and at the end p_j = exp(x_j - m) / l. "
       "Panel a: the worked example 1, 3, 5, 2 in blocks of 2. Panel b, random row: {}.",

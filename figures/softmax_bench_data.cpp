@@ -18,10 +18,10 @@ constexpr std::string_view times_head =
     "safe / online, streaming | max pass us |";
 
 [[noreturn]] void bad_row(std::size_t line_number, std::string_view line, std::string_view why) {
-  throw std::invalid_argument(fmt::format(
-      "docs/benchmarks-cpu.md, line {}: {}: \"{}\"; expected | cache | bytes per core | rows and {} "
-      "rows, as scripts/softmax_bench_table.py prints them",
-      line_number, why, line, times_head));
+  throw std::invalid_argument(
+      fmt::format("docs/benchmarks-cpu.md, line {}: {}: \"{}\"; expected | cache | bytes per core | rows and {} "
+                  "rows, as scripts/softmax_bench_table.py prints them",
+                  line_number, why, line, times_head));
 }
 
 // A printed ratio (2 decimals) agrees with its times when it is their ratio rounded.
@@ -52,7 +52,7 @@ std::optional<SoftmaxBench> read_softmax_bench(std::string_view markdown_text) {
     if (!line.starts_with("|")) continue;
     const std::vector<std::string_view> cells = cells_of(line);
     if (cells[0] == "cache" || cells[0] == "n" || cells[0].starts_with("---")) continue;  // heads, rules
-    if (cells.size() == 2) {  // line 3: a cache level
+    if (cells.size() == 2) {                                                              // line 3: a cache level
       const auto bytes = number<std::uint64_t>(cells[1]);
       if (!bytes || *bytes == 0) bad_row(k + 1, line, "a cache size that is not a whole number of bytes");
       bench.caches.push_back(CacheLevel{std::string(cells[0]), *bytes});
@@ -69,17 +69,16 @@ std::optional<SoftmaxBench> read_softmax_bench(std::string_view markdown_text) {
     if (!n || *n < 1) bad_row(k + 1, line, "n is not a whole number of scores");
     const SoftmaxBenchRow row{*n, v[0], v[1], v[3], v[4], v[6]};
     if (!bench.rows.empty() && row.n <= bench.rows.back().n) bad_row(k + 1, line, "n does not increase");
-    if (!agrees(v[2], row.safe_us, row.online_us) ||
-        !agrees(v[5], row.safe_streaming_us, row.online_streaming_us)) {
+    if (!agrees(v[2], row.safe_us, row.online_us) || !agrees(v[5], row.safe_streaming_us, row.online_streaming_us)) {
       bad_row(k + 1, line, "a ratio that is not safe us / online us to 2 decimals");
     }
     bench.rows.push_back(row);
   }
   if (bench.caches.empty() || bench.rows.empty()) {
-    throw std::invalid_argument(fmt::format(
-        "docs/benchmarks-cpu.md, line {}: the section \"{}\" lacks its {} table; expected a cache table "
-        "and a times table, as scripts/softmax_bench_table.py prints them",
-        first + 1, trim(lines[first]).substr(3), bench.caches.empty() ? "cache" : "times"));
+    throw std::invalid_argument(
+        fmt::format("docs/benchmarks-cpu.md, line {}: the section \"{}\" lacks its {} table; expected a cache table "
+                    "and a times table, as scripts/softmax_bench_table.py prints them",
+                    first + 1, trim(lines[first]).substr(3), bench.caches.empty() ? "cache" : "times"));
   }
   return bench;
 }

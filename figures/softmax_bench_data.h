@@ -13,7 +13,8 @@
 //   | L1d | 32768 |
 //   ...
 //
-//   | n | safe us | online us | safe / online | safe us, streaming | online us, streaming | safe / online, streaming | max pass us |
+//   | n | safe us | online us | safe / online | safe us, streaming | online us, streaming | safe / online, streaming |
+//   max pass us |
 //   |---|---|---|---|---|---|---|---|
 //   | 1000 | 1.55 | 1.52 | 1.02 | 1.63 | 1.65 | 0.99 | 0.03 |
 //   ...
@@ -37,18 +38,18 @@
 namespace figures {
 
 struct CacheLevel {
-  std::string name;             // "L1d", "L2", "L3"
-  std::uint64_t bytes = 0;      // per core (lscpu's ONE-SIZE)
+  std::string name;         // "L1d", "L2", "L3"
+  std::uint64_t bytes = 0;  // per core (lscpu's ONE-SIZE)
 };
 
 // One size: median times per row in microseconds.
 struct SoftmaxBenchRow {
-  std::int64_t n = 0;           // scores per row
-  double safe_us = 0;           // BM_safe_three_pass/n/0
-  double online_us = 0;         // BM_online_two_pass/n/0
+  std::int64_t n = 0;              // scores per row
+  double safe_us = 0;              // BM_safe_three_pass/n/0
+  double online_us = 0;            // BM_online_two_pass/n/0
   double safe_streaming_us = 0;    // BM_safe_three_pass/n/1
   double online_streaming_us = 0;  // BM_online_two_pass/n/1
-  double max_pass_us = 0;       // BM_max_pass/n
+  double max_pass_us = 0;          // BM_max_pass/n
   double ratio() const { return safe_us / online_us; }
   double streaming_ratio() const { return safe_streaming_us / online_streaming_us; }
 };

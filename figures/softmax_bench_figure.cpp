@@ -48,7 +48,7 @@ std::string row_size(double bytes) {
 }
 
 struct Axes {
-  double lo_n = 3, hi_n = 8;     // log10 of n
+  double lo_n = 3, hi_n = 8;      // log10 of n
   double lo_r = 0.9, hi_r = 1.4;  // ratio
   double x(double n) const { return plot_left + (std::log10(n) - lo_n) / (hi_n - lo_n) * (plot_right - plot_left); }
   double y(double r) const { return plot_bottom - (r - lo_r) / (hi_r - lo_r) * (plot_bottom - plot_top); }
@@ -87,9 +87,7 @@ std::string plot(const SoftmaxBench& b) {
     out += text(plot_left - 9, a.y(r) + 5, fmt::format("{:.2f}", r), R"(class="small" text-anchor="end")");
   }
   const std::vector<std::pair<double, std::string>> limits{
-      {1.0, "1: nothing saved"},
-      {1.25, "5/4: memory-bound limit"},
-      {4.0 / 3.0, "4/3: the same, streaming stores"}};
+      {1.0, "1: nothing saved"}, {1.25, "5/4: memory-bound limit"}, {4.0 / 3.0, "4/3: the same, streaming stores"}};
   for (const auto& [r, label] : limits) {
     out += line(plot_left, a.y(r), plot_right, a.y(r),
                 fmt::format(R"(stroke="{}" stroke-width="1"{})", ink, r == 1.0 ? "" : R"( stroke-dasharray="6 4")"));
@@ -114,8 +112,8 @@ std::string plot(const SoftmaxBench& b) {
     const double n = static_cast<double>(r.n);
     out += line(a.x(n), plot_bottom, a.x(n), plot_bottom + 5, fmt::format(R"(stroke="{}" stroke-width="1")", ink));
     const double e = std::log10(n);
-    out += text(a.x(n), plot_bottom + 22,
-                e == std::round(e) ? fmt::format("1e{:.0f}", e) : fmt::format("{}", r.n), R"(text-anchor="middle")");
+    out += text(a.x(n), plot_bottom + 22, e == std::round(e) ? fmt::format("1e{:.0f}", e) : fmt::format("{}", r.n),
+                R"(text-anchor="middle")");
     out += text(a.x(n), plot_bottom + 40, row_size(4.0 * n), R"(class="small" text-anchor="middle")");
   }
   out += text((plot_left + plot_right) / 2, plot_bottom + 62,
@@ -146,7 +144,8 @@ std::string plot(const SoftmaxBench& b) {
   // Legend.
   double ly = plot_bottom + 92;
   out += rect(plot_left, ly - 11, 10, 10, fmt::format(R"(fill="{}" stroke="{}" stroke-width="1.5")", dark, dark));
-  out += text(plot_left + 18, ly, "ordinary stores (p is read into the cache before it is written)", R"(class="small")");
+  out +=
+      text(plot_left + 18, ly, "ordinary stores (p is read into the cache before it is written)", R"(class="small")");
   ly += 20;
   out += rect(plot_left, ly - 11, 10, 10, fmt::format(R"(fill="#ffffff" stroke="{}" stroke-width="1.5")", mid));
   out += text(plot_left + 18, ly, "streaming stores (p goes to memory without that read)", R"(class="small")");
@@ -162,8 +161,8 @@ std::string plot(const SoftmaxBench& b) {
 
 std::string softmax_bench_figure(const std::optional<SoftmaxBench>& measured) {
   std::string body;
-  body += text(24, 34, "What the online softmax saves on a CPU: safe time / online time, per row size",
-               R"(class="title")");
+  body +=
+      text(24, 34, "What the online softmax saves on a CPU: safe time / online time, per row size", R"(class="title")");
   body += text(24, 58,
                "chapter 02's ch02_softmax_bench: chapter 01's three passes against chapter 02's two, float32, "
                "one thread, vectorised exp",
@@ -193,10 +192,11 @@ std::string softmax_bench_figure(const std::optional<SoftmaxBench>& measured) {
     }
   }
   const std::string description =
-      measured ? fmt::format("Time of chapter 01's safe softmax over time of chapter 02's online softmax, median of the "
-                             "runs in docs/benchmarks-cpu.md, per row size, with the cache sizes marked and the "
-                             "memory-bound limits 5/4 and 4/3: {}. Machine: {}.",
-                             fmt::join(rows, "; "), measured->machine)
+      measured ? fmt::format(
+                     "Time of chapter 01's safe softmax over time of chapter 02's online softmax, median of the "
+                     "runs in docs/benchmarks-cpu.md, per row size, with the cache sizes marked and the "
+                     "memory-bound limits 5/4 and 4/3: {}. Machine: {}.",
+                     fmt::join(rows, "; "), measured->machine)
                : std::string("No measurements: docs/benchmarks-cpu.md has no section for chapter 02's benchmark.");
   return document(width, measured ? height : 330.0, "Safe against online softmax on a CPU", description, body);
 }

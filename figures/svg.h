@@ -50,8 +50,8 @@ inline std::string px(double v) {
 inline std::string number(double v) {
   if (std::isinf(v)) return v < 0 ? "\u2212\u221e" : "\u221e";
   if (std::isnan(v)) return "NaN";
-  const std::string s = v == std::round(v) && std::fabs(v) < 1e6 ? fmt::format("{:.0f}", v + 0.0)
-                                                                   : fmt::format("{:.4f}", v);
+  const std::string s =
+      v == std::round(v) && std::fabs(v) < 1e6 ? fmt::format("{:.0f}", v + 0.0) : fmt::format("{:.4f}", v);
   return s[0] == '-' ? "\u2212" + s.substr(1) : s;
 }
 
@@ -70,11 +70,20 @@ inline std::string escape(std::string_view text) {
   std::string out;
   for (char ch : text) {
     switch (ch) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += ch;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += ch;
     }
   }
   return out;
@@ -84,9 +93,8 @@ inline std::string escape(std::string_view text) {
 // <animate> elements of the rectangle, if any.
 inline std::string rect(double x, double y, double w, double h, std::string_view attributes,
                         std::string_view children = {}) {
-  const std::string head = fmt::format(R"(<rect x="{}" y="{}" width="{}" height="{}" {})", px(x),
-                                        px(y), px(std::max(w, 0.0)), px(std::max(h, 0.0)),
-                                        attributes);
+  const std::string head = fmt::format(R"(<rect x="{}" y="{}" width="{}" height="{}" {})", px(x), px(y),
+                                       px(std::max(w, 0.0)), px(std::max(h, 0.0)), attributes);
   if (children.empty()) return head + "/>\n";
   return fmt::format("{}>\n{}</rect>\n", head, children);
 }
@@ -94,8 +102,8 @@ inline std::string rect(double x, double y, double w, double h, std::string_view
 // <line> from (x1, y1) to (x2, y2).
 inline std::string line(double x1, double y1, double x2, double y2, std::string_view attributes,
                         std::string_view children = {}) {
-  const std::string head = fmt::format(R"(<line x1="{}" y1="{}" x2="{}" y2="{}" {})", px(x1), px(y1),
-                                       px(x2), px(y2), attributes);
+  const std::string head =
+      fmt::format(R"(<line x1="{}" y1="{}" x2="{}" y2="{}" {})", px(x1), px(y1), px(x2), px(y2), attributes);
   if (children.empty()) return head + "/>\n";
   return fmt::format("{}>\n{}</line>\n", head, children);
 }
@@ -110,30 +118,31 @@ inline std::string text(double x, double y, std::string_view content, std::strin
 }
 
 // <text> turned a quarter to the left around (x, y), for a vertical axis title.
-inline std::string vertical_text(double x, double y, std::string_view content,
-                                 std::string_view attributes = {}) {
+inline std::string vertical_text(double x, double y, std::string_view content, std::string_view attributes = {}) {
   return text(x, y, content,
               fmt::format(R"a(transform="rotate(-90 {} {})" text-anchor="middle"{}{})a", px(x), px(y),
                           attributes.empty() ? "" : " ", attributes));
 }
 
 // The text classes every figure uses, sized to read at 100% zoom.
-inline constexpr std::string_view style_sheet = R"(<style>
-  text { font-family: 'DejaVu Sans', 'Liberation Sans', Arial, Helvetica, sans-serif; font-size: 14px; fill: #1a1a1a; }
-  .title { font-size: 20px; font-weight: bold; }
-  .heading { font-size: 16px; font-weight: bold; }
-  .small { font-size: 13px; }
-  .mono { font-family: 'DejaVu Sans Mono', 'Liberation Mono', Menlo, Consolas, monospace; font-size: 14px; white-space: pre; }
-  .bold { font-weight: bold; }
-  .white { fill: #ffffff; }
-</style>
-)";
+inline constexpr std::string_view style_sheet =
+    "<style>\n"
+    "  text { font-family: 'DejaVu Sans', 'Liberation Sans', Arial, Helvetica, sans-serif; font-size: 14px; "
+    "fill: #1a1a1a; }\n"
+    "  .title { font-size: 20px; font-weight: bold; }\n"
+    "  .heading { font-size: 16px; font-weight: bold; }\n"
+    "  .small { font-size: 13px; }\n"
+    "  .mono { font-family: 'DejaVu Sans Mono', 'Liberation Mono', Menlo, Consolas, monospace; font-size: 14px; "
+    "white-space: pre; }\n"
+    "  .bold { font-weight: bold; }\n"
+    "  .white { fill: #ffffff; }\n"
+    "</style>\n";
 
 // The whole file: an SVG of width x height pixels with a <title> (what a browser shows as its
 // name), a <desc> (what the figure shows, for a reader who cannot see it), a white background
 // and the body.
-inline std::string document(double width, double height, std::string_view title,
-                            std::string_view description, std::string_view body) {
+inline std::string document(double width, double height, std::string_view title, std::string_view description,
+                            std::string_view body) {
   return fmt::format(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\">\n"
       "<title>{2}</title>\n<desc>{3}</desc>\n{4}"
@@ -173,8 +182,8 @@ class Track {
     for (const auto& [t, v] : keys_) changes = changes || v != keys_.front().second;
     if (!changes) return "";
     if (keys_.back().first > duration + 1e-9) {
-      throw std::logic_error(fmt::format("Track::animate: a key at {} s lies past the loop's end, {} s",
-                                         keys_.back().first, duration));
+      throw std::logic_error(
+          fmt::format("Track::animate: a key at {} s lies past the loop's end, {} s", keys_.back().first, duration));
     }
     // The keys over the whole loop: the end value held from 0 to finished_hold, then the track's
     // own keys, shifted by finished_hold, up to the value it reaches at `duration` (a jump made at
@@ -208,17 +217,17 @@ class Track {
       times += fmt::format("{:.4f}", t / loop);
       values += fmt::format("{:.2f}", std::fabs(v) < 0.005 ? 0.0 : v);
     }
-    return fmt::format(
-        R"(<animate attributeName="{}" dur="{:.2f}s" repeatCount="indefinite" calcMode="linear" keyTimes="{}" values="{}"/>)"
-        "\n",
-        attribute, loop, times, values);
+    return fmt::format(R"(<animate attributeName="{}" dur="{:.2f}s" repeatCount="indefinite" calcMode="linear" )"
+                       R"(keyTimes="{}" values="{}"/>)"
+                       "\n",
+                       attribute, loop, times, values);
   }
 
  private:
   Track& key(double t, double v) {
     if (t < keys_.back().first) {
-      throw std::logic_error(fmt::format("Track: key at {} s comes before the last one, at {} s", t,
-                                         keys_.back().first));
+      throw std::logic_error(
+          fmt::format("Track: key at {} s comes before the last one, at {} s", t, keys_.back().first));
     }
     keys_.emplace_back(t, v);
     return *this;
@@ -245,9 +254,7 @@ class BarTrack {
   double height() const { return height_.value(); }
   double bottom() const { return y() + height(); }
   // The <animate> elements for y and height ("" for one that never changes).
-  std::string animate(double duration) const {
-    return y_.animate("y", duration) + height_.animate("height", duration);
-  }
+  std::string animate(double duration) const { return y_.animate("y", duration) + height_.animate("height", duration); }
 
  private:
   Track y_, height_;

@@ -38,9 +38,7 @@ constexpr double pause = 4.0;       // seconds on the finished picture before th
 // kind holds the 32 rows left, as the walks count them. BF16 values, fp32 m and l.
 constexpr TrafficCase tiles_case{288, 64, 64, 64, 2, 4};
 
-std::string kilobytes(std::uint64_t bytes) {
-  return fmt::format("{:.1f} KB", static_cast<double>(bytes) / 1e3);
-}
+std::string kilobytes(std::uint64_t bytes) { return fmt::format("{:.1f} KB", static_cast<double>(bytes) / 1e3); }
 
 // (b) What a tile read and wrote, from the growth of the counters, and what of it a cache
 // would have served.
@@ -56,8 +54,7 @@ std::vector<std::string> tile_caption(const TileStep& s, const ch05::Traffic& be
                                  {&HbmBytes::v_read, "V" + j},
                                  {&HbmBytes::o_read, "O" + i},
                                  {&HbmBytes::stats_read, "m" + i + ", l" + i}};
-  const std::vector<Field> writes{{&HbmBytes::o_write, "O" + i},
-                                  {&HbmBytes::stats_write, "m" + i + ", l" + i}};
+  const std::vector<Field> writes{{&HbmBytes::o_write, "O" + i}, {&HbmBytes::stats_write, "m" + i + ", l" + i}};
   std::vector<std::string> read, cached, written, absorbed;
   for (const Field& f : reads) {
     const bool moved = s.after.moved.*f.bytes > before.moved.*f.bytes;
@@ -69,8 +66,7 @@ std::vector<std::string> tile_caption(const TileStep& s, const ch05::Traffic& be
     if (moved) written.push_back(f.name);
     if (moved && s.after.once.*f.bytes == before.once.*f.bytes) absorbed.push_back(f.name);
   }
-  std::string first = fmt::format("tile {}: (i, j) = ({}, {}); reads {}", s.step + 1, s.i, s.j,
-                                  fmt::join(read, ", "));
+  std::string first = fmt::format("tile {}: (i, j) = ({}, {}); reads {}", s.step + 1, s.i, s.j, fmt::join(read, ", "));
   if (!written.empty()) first += fmt::format("; writes {}", fmt::join(written, ", "));
   std::vector<std::string> free;
   if (!cached.empty()) free.push_back(fmt::format("reads {}", fmt::join(cached, ", ")));
@@ -86,9 +82,9 @@ std::string breakdown_table(const ch05::Traffic& total, double x, double y, std:
     std::string_view name;
     std::uint64_t HbmBytes::*bytes;
   };
-  const std::vector<Column> columns{{"Q in", &HbmBytes::q_read},       {"K in", &HbmBytes::k_read},
-                                    {"V in", &HbmBytes::v_read},       {"O in", &HbmBytes::o_read},
-                                    {"O out", &HbmBytes::o_write},     {"m,l in", &HbmBytes::stats_read},
+  const std::vector<Column> columns{{"Q in", &HbmBytes::q_read},        {"K in", &HbmBytes::k_read},
+                                    {"V in", &HbmBytes::v_read},        {"O in", &HbmBytes::o_read},
+                                    {"O out", &HbmBytes::o_write},      {"m,l in", &HbmBytes::stats_read},
                                     {"m,l out", &HbmBytes::stats_write}};
   std::string out;
   const double first = x + 44, step = 58;
@@ -97,8 +93,7 @@ std::string breakdown_table(const ch05::Traffic& total, double x, double y, std:
     out += text(first + step * static_cast<double>(c) + step - 6, y, columns[c].name,
                 R"(class="small bold" text-anchor="end")", animation);
   }
-  const std::vector<std::pair<std::string_view, const HbmBytes*>> rows{{"moved", &total.moved},
-                                                                        {"once", &total.once}};
+  const std::vector<std::pair<std::string_view, const HbmBytes*>> rows{{"moved", &total.moved}, {"once", &total.once}};
   for (std::size_t r = 0; r < rows.size(); ++r) {
     const double ry = y + 20 * static_cast<double>(r + 1);
     out += text(x, ry, rows[r].first, R"(class="small")", animation);
@@ -127,8 +122,8 @@ std::string panel(const std::vector<TileStep>& steps, double x, double duration,
   auto tile_y = [&](std::int64_t i) { return gy + unit * static_cast<double>(i * c.Br); };
   out += text(gx + size / 2, gy - 30, fmt::format("key/value block j ({} keys each)", c.Bc),
               R"(class="small" text-anchor="middle")");
-  out += vertical_text(gx - 44, gy + size / 2, fmt::format("query block i ({} queries each)", c.Br),
-                       R"(class="small")");
+  out +=
+      vertical_text(gx - 44, gy + size / 2, fmt::format("query block i ({} queries each)", c.Br), R"(class="small")");
   for (const TileStep& s : steps) {
     if (s.i == 0) {
       out += text(tile_x(s.j) + unit * static_cast<double>(s.cols) / 2, gy - 8, std::to_string(s.j),
@@ -180,9 +175,8 @@ std::string panel(const std::vector<TileStep>& steps, double x, double duration,
     std::string_view fill;
     const HbmBytes ch05::Traffic::*field;
   };
-  const std::vector<Counter> counters{
-      {"bytes moved, no L2 reuse (every load from HBM)", mid, &ch05::Traffic::moved},
-      {"every value once (each re-read an L2 hit)", dark, &ch05::Traffic::once}};
+  const std::vector<Counter> counters{{"bytes moved, no L2 reuse (every load from HBM)", mid, &ch05::Traffic::moved},
+                                      {"every value once (each re-read an L2 hit)", dark, &ch05::Traffic::once}};
   double y = caption_y + 62;
   for (const Counter& k : counters) {
     out += text(x + 24, y, k.label, R"(class="small")");
@@ -221,8 +215,8 @@ std::string tiles_figure() {
   const std::vector<TileStep> fa2 = record(&ch05::walk_fa2);
   const std::vector<TileStep> fa1 = record(&ch05::walk_fa1);
   const double duration = first_beat + beat * static_cast<double>(std::max(fa2.size(), fa1.size())) + pause;
-  const double scale_bytes = static_cast<double>(
-      std::max(fa2.back().after.moved.total(), fa1.back().after.moved.total()));
+  const double scale_bytes =
+      static_cast<double>(std::max(fa2.back().after.moved.total(), fa1.back().after.moved.total()));
   const TrafficCase& c = tiles_case;
   const std::int64_t tail = c.seq_len - (c.seq_len - 1) / c.Br * c.Br;
 
@@ -234,10 +228,10 @@ std::string tiles_figure() {
                            "rows (the last block of each holds {})",
                            c.seq_len, c.head_dim, c.Br, c.Bc, tail),
                R"(class="small")");
-  body += text(24, 76,
-               fmt::format("{} bytes per value of Q, K, V, O; {} per value of m and l; KB = 1000 bytes", c.bytes,
-                           c.stat_bytes),
-               R"(class="small")");
+  body += text(
+      24, 76,
+      fmt::format("{} bytes per value of Q, K, V, O; {} per value of m and l; KB = 1000 bytes", c.bytes, c.stat_bytes),
+      R"(class="small")");
   body += panel(fa2, 0, duration, scale_bytes, "FlashAttention-2: query blocks outside",
                 "a query block keeps Q, m, l, O on chip; the K, V blocks stream past");
   body += panel(fa1, panel_width, duration, scale_bytes, "FlashAttention: key/value blocks outside",
@@ -245,7 +239,8 @@ std::string tiles_figure() {
   body += line(panel_width, 100, panel_width, height - 16, fmt::format(R"(stroke="{}" stroke-width="1")", hairline));
 
   const std::string description = fmt::format(
-      "Animated ({:.1f} s loop, which opens on the finished picture). The {} x {} score matrix as {} tiles, lit in the order of chapter 05's tile "
+      "Animated ({:.1f} s loop, which opens on the finished picture). The {} x {} score matrix as {} tiles, lit in the "
+      "order of chapter 05's tile "
       "walks: walk_fa2 (query blocks outside) on the left, walk_fa1 (key/value blocks outside) on the right, "
       "with the bytes each has moved so far without L2 reuse and with every value crossing once. At the "
       "end, FlashAttention-2 moved {} and FlashAttention {} (no L2 reuse); every value once: {} and {}.",

@@ -47,9 +47,7 @@ std::string hatch_patterns() {
 struct LogAxis {
   int lo = 0, hi = 1;
   double x0 = 0, x1 = 0;
-  double y(double mb) const {
-    return plot_bottom - (std::log10(mb) - lo) / (hi - lo) * (plot_bottom - plot_top);
-  }
+  double y(double mb) const { return plot_bottom - (std::log10(mb) - lo) / (hi - lo) * (plot_bottom - plot_top); }
 };
 
 // headroom: decades to keep free above the largest bar (for labels turned upright).
@@ -67,8 +65,7 @@ std::string draw_axis(const LogAxis& a, std::string_view title) {
   std::string out;
   for (int e = a.lo; e <= a.hi; ++e) {
     const double decade = std::pow(10.0, e);
-    out += line(a.x0 - 5, a.y(decade), a.x1, a.y(decade),
-                fmt::format(R"(stroke="{}" stroke-width="0.8")", hairline));
+    out += line(a.x0 - 5, a.y(decade), a.x1, a.y(decade), fmt::format(R"(stroke="{}" stroke-width="0.8")", hairline));
     out += text(a.x0 - 9, a.y(decade) + 5, fmt::format("{:.0f}", decade), R"(class="small" text-anchor="end")");
     for (int k = 2; k <= 9 && e < a.hi; ++k) {  // minor ticks: 2, 3, ... 9 times the decade
       out += line(a.x0 - 3, a.y(k * decade), a.x0, a.y(k * decade),
@@ -84,10 +81,9 @@ std::string draw_axis(const LogAxis& a, std::string_view title) {
 // A bar from the axis up to mb, its label above it (turned upright when the bar is narrow).
 std::string bar(const LogAxis& a, double x, double w, double mb, std::string_view fill, bool upright_label) {
   const double y = a.y(mb);
-  std::string out = rect(x, y, w, plot_bottom - y,
-                         fmt::format(R"(fill="{}" stroke="{}" stroke-width="0.8")", fill, ink));
-  const std::string label =
-      ch05::format_megabytes(static_cast<std::uint64_t>(std::llround(mb * 1e6))) + " MB";
+  std::string out =
+      rect(x, y, w, plot_bottom - y, fmt::format(R"(fill="{}" stroke="{}" stroke-width="0.8")", fill, ink));
+  const std::string label = ch05::format_megabytes(static_cast<std::uint64_t>(std::llround(mb * 1e6))) + " MB";
   if (upright_label) {  // read from below, going up from the bar's top
     const double lx = x + w / 2 + 5, ly = y - 6;
     return out + text(lx, ly, label, fmt::format(R"a(class="small" transform="rotate(-90 {} {})")a", px(lx), px(ly)));
@@ -139,8 +135,8 @@ std::string model_panel() {
     out += bar(axis, left + w + gap, w, static_cast<double>(r.fa2) / 1e6, mid, false);
     out += bar(axis, left + 2 * (w + gap), w, static_cast<double>(r.floor) / 1e6, light, false);
     const double cx = axis.x0 + group * (static_cast<double>(g) + 0.5);
-    out += text(cx, plot_bottom + 22, fmt::format("{} \u00d7 {}", r.c.seq_len, r.c.head_dim),
-                R"(text-anchor="middle")");
+    out +=
+        text(cx, plot_bottom + 22, fmt::format("{} \u00d7 {}", r.c.seq_len, r.c.head_dim), R"(text-anchor="middle")");
     if (!same_setup) {
       out += text(cx, plot_bottom + 40, fmt::format("{} B, Br {}, Bc {}", r.c.bytes, r.c.Br, r.c.Bc),
                   R"(class="small" text-anchor="middle")");
@@ -163,11 +159,10 @@ std::string measured_panel(const std::optional<MeasuredTraffic>& measured) {
   if (!measured) {
     out += rect(x, plot_top - 10, 316, 190, fmt::format(R"(fill="{}" stroke="{}" stroke-width="1")", band, hairline));
     double y = plot_top + 18;
-    for (std::string_view sentence :
-         {"No measured bytes yet:", "docs/benchmarks.md has no table",
-          "\u201cMeasured DRAM traffic (Nsight Compute)\u201d.", "",
-          "scripts/gpu_check.sh writes it on a", "machine with an NVIDIA GPU and Nsight",
-          "Compute; build the target figures", "again to draw the measured bars here."}) {
+    for (std::string_view sentence : {"No measured bytes yet:", "docs/benchmarks.md has no table",
+                                      "\u201cMeasured DRAM traffic (Nsight Compute)\u201d.", "",
+                                      "scripts/gpu_check.sh writes it on a", "machine with an NVIDIA GPU and Nsight",
+                                      "Compute; build the target figures", "again to draw the measured bars here."}) {
       out += text(x + 14, y, sentence, R"(class="small")");
       y += 20;
     }
@@ -227,8 +222,8 @@ std::string traffic_figure(const std::optional<MeasuredTraffic>& measured) {
   std::vector<std::string> rows;
   for (const ch05::TrafficCase& c : ch05::traffic_table_cases()) {
     const ch05::TrafficRow r = ch05::traffic_row(c);
-    rows.push_back(fmt::format("{} x {}: standard {} MB, FlashAttention-2 {} MB, floor {} MB", c.seq_len,
-                               c.head_dim, ch05::format_megabytes(r.standard), ch05::format_megabytes(r.fa2),
+    rows.push_back(fmt::format("{} x {}: standard {} MB, FlashAttention-2 {} MB, floor {} MB", c.seq_len, c.head_dim,
+                               ch05::format_megabytes(r.standard), ch05::format_megabytes(r.fa2),
                                ch05::format_megabytes(r.floor)));
   }
   const std::string description = fmt::format(

@@ -38,8 +38,7 @@ std::string list(const std::vector<double>& v) {
 // the empty state); last: the last block, whose line 7 is drawn below the boxes instead. Returns
 // the box and moves y below it.
 std::string block_box(const ch03::BlockStep& s, std::size_t index, const std::vector<double>& scores,
-                      const std::vector<double>& values, double l_old, double acc_old, bool last,
-                      double& y) {
+                      const std::vector<double>& values, double l_old, double acc_old, bool last, double& y) {
   std::string out;
   const std::size_t lines = last ? 6 : 8;  // the last block's line 7 is the result below the boxes
   const double box_h = 56 + line_height * static_cast<double>(lines);
@@ -72,13 +71,13 @@ std::string block_box(const ch03::BlockStep& s, std::size_t index, const std::ve
       fmt::format("line 3  p = exp(s \u2212 m_new) = {} = {}", fmt::join(exps, ", "), fmt::join(ps, ", ")),
       fmt::format("line 4  l = rescale \u00d7 l + \u03a3 p = {} \u00d7 {} + ({}) = {} + {} = {}", number(s.rescale),
                   number(l_old), fmt::join(ps, " + "), number(s.l_carried), number(s.l_block), number(s.l)),
-      fmt::format("line 5  acc = rescale \u00d7 acc + \u03a3 p v = {} \u00d7 {} + ({}) = {} + {} = {}", number(s.rescale),
-                  number(acc_old), fmt::join(pv, " + "), number(s.acc_carried[0]), number(s.acc_block[0]),
-                  number(s.acc[0])),
+      fmt::format("line 5  acc = rescale \u00d7 acc + \u03a3 p v = {} \u00d7 {} + ({}) = {} + {} = {}",
+                  number(s.rescale), number(acc_old), fmt::join(pv, " + "), number(s.acc_carried[0]),
+                  number(s.acc_block[0]), number(s.acc[0])),
       fmt::format("line 6  m = m_new = {}", number(s.m_new)),
       "",
-      fmt::format("        if the keys ended here, line 7: o = acc / l = {} / {} = {}", number(s.acc[0]),
-                  number(s.l), number(s.output[0]))};
+      fmt::format("        if the keys ended here, line 7: o = acc / l = {} / {} = {}", number(s.acc[0]), number(s.l),
+                  number(s.output[0]))};
   double ty = y + 62;
   for (const std::string& r : std::span(rows).first(lines)) {
     out += text(left + 14, ty, r, R"(class="mono")");
@@ -113,13 +112,11 @@ std::string carried(const ch03::BlockStep& s, double& y) {
 
 std::string worked_example_figure() {
   const fa::MatrixView<const double> values(worked_values.data(), worked_values.size(), 1);
-  const std::vector<ch03::BlockStep> steps =
-      ch03::trace_online_weighted_sum(worked_scores, values, worked_block);
+  const std::vector<ch03::BlockStep> steps = ch03::trace_online_weighted_sum(worked_scores, values, worked_block);
   const std::vector<double> at_once = ch03::weighted_sum_all_at_once(worked_scores, values);
 
   std::string body;
-  body += text(left, 34, "The worked example in two blocks: every number the recurrence carries",
-               R"(class="title")");
+  body += text(left, 34, "The worked example in two blocks: every number the recurrence carries", R"(class="title")");
   body += text(left, 58,
                fmt::format("scores s = {} with values v = {} (head_dim 1), keys in blocks of {}: "
                            "chapter 03, online_weighted_sum.h, lines 1-7",
@@ -139,13 +136,13 @@ std::string worked_example_figure() {
   // (c) The result, beside the reference.
   const ch03::BlockStep& last = steps.back();
   y += 16;
-  const std::string result = fmt::format("line 7: o = acc / l = {} / {} = {}", number(last.acc[0]),
-                                         number(last.l), number(last.output[0]));
+  const std::string result =
+      fmt::format("line 7: o = acc / l = {} / {} = {}", number(last.acc[0]), number(last.l), number(last.output[0]));
   const double w = 28 + 8.6 * static_cast<double>(result.size() - 2);
   body += rect(left, y, w, 36, fmt::format(R"(fill="{}" stroke="{}" stroke-width="1.5")", dark, ink));
   body += text(left + 14, y + 24, result, R"(class="mono bold white")");
-  body += text(left + w + 16, y + 24,
-               fmt::format("all four at once (weighted_sum_all_at_once): {}", number(at_once[0])));
+  body +=
+      text(left + w + 16, y + 24, fmt::format("all four at once (weighted_sum_all_at_once): {}", number(at_once[0])));
   const double height = y + 60;
 
   const std::string description = fmt::format(

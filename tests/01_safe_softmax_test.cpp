@@ -101,8 +101,8 @@ TEST_CASE("a row of only -inf gives all zeros", "[ch01]") {
 
 TEST_CASE("a NaN score makes every weight NaN", "[ch01]") {
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  for (const auto& x : {std::vector<double>{1.0, nan, 2.0}, std::vector<double>{nan},
-                        std::vector<double>{-inf, nan}, std::vector<double>{nan, 5.0}}) {
+  for (const auto& x : {std::vector<double>{1.0, nan, 2.0}, std::vector<double>{nan}, std::vector<double>{-inf, nan},
+                        std::vector<double>{nan, 5.0}}) {
     for (double p : ch01::safe_softmax(x)) CHECK(std::isnan(p));
   }
 }

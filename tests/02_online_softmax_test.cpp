@@ -36,8 +36,8 @@ double order_tolerance(std::size_t n) {
 }
 
 struct Difference {
-  double max_rel = 0;       // max_i |got_i - expected_i| / max(|expected_i|, smallest normal)
-  std::size_t worst = 0;    // the index where it is reached
+  double max_rel = 0;     // max_i |got_i - expected_i| / max(|expected_i|, smallest normal)
+  std::size_t worst = 0;  // the index where it is reached
   double got = 0;
   double expected = 0;
 };
@@ -70,9 +70,9 @@ void check_agrees_with_chapter_01(const std::vector<T>& x, std::size_t block, do
   const auto safe = ch01::safe_softmax(x);
   REQUIRE(online.size() == x.size());
   const auto d = difference(online, safe);
-  INFO(what << ", n = " << x.size() << ", block = " << block << ": max rel difference " << d.max_rel
-            << " (" << d.max_rel / eps<T> << " eps, tolerance " << tolerance / eps<T> << " eps) at index "
-            << d.worst << ": online " << d.got << ", chapter 01 " << d.expected);
+  INFO(what << ", n = " << x.size() << ", block = " << block << ": max rel difference " << d.max_rel << " ("
+            << d.max_rel / eps<T> << " eps, tolerance " << tolerance / eps<T> << " eps) at index " << d.worst
+            << ": online " << d.got << ", chapter 01 " << d.expected);
   CHECK(d.max_rel <= tolerance);
 }
 
@@ -101,8 +101,8 @@ TEST_CASE("online softmax equals safe softmax for every block size", "[ch02]") {
     const auto drawn = fa::normal<double>(n, seed, 0.0, 5.0);
     const std::string what = "normal(0, 5) scores, seed " + std::to_string(seed);
     check_agrees_with_chapter_01(drawn, block, order_tolerance<double>(n), what + ", double");
-    check_agrees_with_chapter_01(std::vector<float>(drawn.begin(), drawn.end()), block,
-                                 order_tolerance<float>(n), what + ", float");
+    check_agrees_with_chapter_01(std::vector<float>(drawn.begin(), drawn.end()), block, order_tolerance<float>(n),
+                                 what + ", float");
   }
 }
 
@@ -207,7 +207,7 @@ TEST_CASE("huge scores neither overflow nor lose the answer", "[ch02]") {
 TEST_CASE("-inf scores get weight 0 wherever they fall in a block", "[ch02]") {
   // -inf first (the max is still -inf when it arrives: the exp(-inf - -inf) case), in runs that
   // fill whole blocks, between finite scores, and last.
-  const std::vector<double> x{-inf<double>, -inf<double>, -inf<double>, 2.0, -inf<double>,
+  const std::vector<double> x{-inf<double>, -inf<double>, -inf<double>, 2.0,         -inf<double>,
                               1.0,          -inf<double>, 4.0,          -inf<double>};
   for (std::size_t block : {1u, 2u, 3u, 4u, 8u, 9u, 10u}) {
     const auto p = ch02::online_softmax(x, block);
@@ -242,7 +242,7 @@ TEST_CASE("a NaN score makes every weight NaN, as in chapter 01", "[ch02]") {
   const double n_ = quiet_nan<double>;
   const double i_ = inf<double>;
   // NaN first, in the middle, last, alone, after -inf (the max still -inf), and before a finite max.
-  const std::vector<std::vector<double>> rows{{n_}, {n_, 1.0, 2.0}, {1.0, n_, 2.0}, {1.0, 2.0, n_},
+  const std::vector<std::vector<double>> rows{{n_},      {n_, 1.0, 2.0}, {1.0, n_, 2.0},     {1.0, 2.0, n_},
                                               {-i_, n_}, {n_, -i_, -i_}, {-i_, -i_, n_, 3.0}};
   for (const auto& x : rows) {
     for (std::size_t block : block_sizes(x.size())) {
@@ -307,7 +307,7 @@ TEST_CASE("the worked example: scores 1, 3, 5, 2 in blocks of 2", "[ch02]") {
   const auto& second = trace.steps[1];
   // Block 1 (scores 1, 3): m = 3, l = exp(-2) + 1, which the worked example rounds to 1.1353.
   CHECK(first.m_after == 3.0);
-  CHECK(first.rescale == 0.0);  // nothing was there to rescale
+  CHECK(first.rescale == 0.0);                      // nothing was there to rescale
   CHECK(std::fabs(first.l_after - 1.1353) < 5e-5);  // the worked example's four decimals
   // Block 2 (scores 5, 2): the max rises to 5, c = exp(3 - 5) ~ 0.1353, l ~ 1.2034.
   CHECK(second.m_after == 5.0);

@@ -191,8 +191,8 @@ TEST_CASE("a query whose scores are all -inf gives zeros, not NaN", "[ch03]") {
 TEST_CASE("a NaN score makes the output NaN; a NaN value only its own column", "[ch03]") {
   const auto values = fa::normal(4 * 2, 960);
   for (std::size_t block : {1u, 2u, 4u}) {
-    for (double o : ch03::online_weighted_sum(std::vector<double>{1.0, not_a_number, 3.0, 2.0},
-                                              matrix(values, 2), block)) {
+    for (double o :
+         ch03::online_weighted_sum(std::vector<double>{1.0, not_a_number, 3.0, 2.0}, matrix(values, 2), block)) {
       CHECK(std::isnan(o));
     }
     std::vector<double> bad_values(values);
@@ -207,18 +207,13 @@ TEST_CASE("a NaN score makes the output NaN; a NaN value only its own column", "
 TEST_CASE("bad arguments to the online weighted sum are refused", "[ch03]") {
   const std::vector<double> none;
   CHECK_THROWS_AS(ch03::online_weighted_sum(none, matrix(none, 1), 2), std::invalid_argument);
-  CHECK_THROWS_AS(ch03::online_weighted_sum(example_scores, matrix(example_values, 1), 0),
+  CHECK_THROWS_AS(ch03::online_weighted_sum(example_scores, matrix(example_values, 1), 0), std::invalid_argument);
+  CHECK_THROWS_AS(ch03::online_weighted_sum(example_scores, matrix(example_values, 2), 2), std::invalid_argument);
+  CHECK_THROWS_AS(ch03::online_weighted_sum(example_scores, fa::MatrixView<const double>(nullptr, 4, 0), 2),
                   std::invalid_argument);
-  CHECK_THROWS_AS(ch03::online_weighted_sum(example_scores, matrix(example_values, 2), 2),
-                  std::invalid_argument);
-  CHECK_THROWS_AS(
-      ch03::online_weighted_sum(example_scores, fa::MatrixView<const double>(nullptr, 4, 0), 2),
-      std::invalid_argument);
-  CHECK_THROWS_AS(ch03::trace_online_weighted_sum(example_scores, matrix(example_values, 1), 0),
-                  std::invalid_argument);
+  CHECK_THROWS_AS(ch03::trace_online_weighted_sum(example_scores, matrix(example_values, 1), 0), std::invalid_argument);
   CHECK_THROWS_AS(ch03::weighted_sum_all_at_once(none, matrix(none, 1)), std::invalid_argument);
-  CHECK_THROWS_AS(ch03::weighted_sum_all_at_once(example_scores, matrix(example_values, 4)),
-                  std::invalid_argument);
+  CHECK_THROWS_AS(ch03::weighted_sum_all_at_once(example_scores, matrix(example_values, 4)), std::invalid_argument);
   ch03::RowState state(2);
   CHECK_THROWS_AS(state.fold(example_scores, matrix(example_values, 1)), std::invalid_argument);
 }
@@ -242,9 +237,8 @@ struct Reference {
 // O = softmax(Q K^T * scale) V in long double, the whole row of S at once, with flat indices
 // computed here (not through fa::Tensor4View) and the causal rule written out: key j is visible to
 // query i when j <= i + seq_k - seq_q.
-Reference reference_attention(const Problem& p, const std::vector<double>& q,
-                              const std::vector<double>& k, const std::vector<double>& v, double scale,
-                              bool causal) {
+Reference reference_attention(const Problem& p, const std::vector<double>& q, const std::vector<double>& k,
+                              const std::vector<double>& v, double scale, bool causal) {
   const std::size_t D = p.head_dim;
   Reference r{std::vector<long double>(p.batch * p.heads * p.seq_q * D),
               std::vector<long double>(p.batch * p.heads * p.seq_q)};
@@ -254,9 +248,8 @@ Reference reference_attention(const Problem& p, const std::vector<double>& q,
       std::vector<long double> s;
       long double max = -std::numeric_limits<long double>::infinity();
       for (std::size_t j = 0; j < p.seq_k; ++j) {
-        const bool visible =
-            !causal || static_cast<long long>(j) <=
-                           static_cast<long long>(i + p.seq_k) - static_cast<long long>(p.seq_q);
+        const bool visible = !causal || static_cast<long long>(j) <=
+                                            static_cast<long long>(i + p.seq_k) - static_cast<long long>(p.seq_q);
         if (!visible) continue;
         long double dot = 0;
         for (std::size_t d = 0; d < D; ++d) {
@@ -292,17 +285,17 @@ void check_attention(const Problem& p, std::size_t key_block, bool causal, std::
   const auto v = fa::normal<T>(p.kv_shape().size(), seed + 2);
   const fa::Tensor4<T> Q(p.q_shape(), q), K(p.kv_shape(), k), V(p.kv_shape(), v);
   const double scale = 1.0 / std::sqrt(static_cast<double>(p.head_dim));
-  const Reference ref = reference_attention(p, std::vector<double>(q.begin(), q.end()),
-                                            std::vector<double>(k.begin(), k.end()),
-                                            std::vector<double>(v.begin(), v.end()), scale, causal);
+  const Reference ref =
+      reference_attention(p, std::vector<double>(q.begin(), q.end()), std::vector<double>(k.begin(), k.end()),
+                          std::vector<double>(v.begin(), v.end()), scale, causal);
   const ch03::AttentionOptions options{std::nullopt, causal, key_block};
 
   const ch03::AttentionResult out = ch03::attention(Q, K, V, options);
   REQUIRE(out.O.shape == p.q_shape());
   const auto o_err = fa::compare(out.O.values, ref.O);
   const auto l_err = fa::compare(out.L, ref.L);
-  INFO("Q " << p.q_shape().str() << ", seq_len_k " << p.seq_k << ", key_block " << key_block
-            << ", causal " << causal << ", seed " << seed);
+  INFO("Q " << p.q_shape().str() << ", seq_len_k " << p.seq_k << ", key_block " << key_block << ", causal " << causal
+            << ", seed " << seed);
   INFO("O: " << fa::describe(o_err));
   INFO("L: " << fa::describe(l_err));
   CHECK(o_err.max_abs <= attention_tolerance);
@@ -330,9 +323,9 @@ TEST_CASE("attention agrees with an all-at-once evaluation, batch 2 and 3 heads"
   };
   // Equal lengths, tails shorter than a block, seq_q < seq_k, seq_q > seq_k (causal: rows that see
   // no key), one decoding query against 257 keys, blocks of 1 and blocks longer than the row.
-  const Case c = GENERATE(Case{1, 1, 1, 64}, Case{5, 5, 4, 2}, Case{17, 17, 8, 4}, Case{7, 13, 16, 5},
-                          Case{13, 7, 8, 3}, Case{1, 257, 64, 64}, Case{33, 65, 32, 16},
-                          Case{20, 20, 8, 1}, Case{9, 9, 4, 100});
+  const Case c =
+      GENERATE(Case{1, 1, 1, 64}, Case{5, 5, 4, 2}, Case{17, 17, 8, 4}, Case{7, 13, 16, 5}, Case{13, 7, 8, 3},
+               Case{1, 257, 64, 64}, Case{33, 65, 32, 16}, Case{20, 20, 8, 1}, Case{9, 9, 4, 100});
   const bool causal = GENERATE(false, true);
   const Problem p{2, 3, c.seq_q, c.seq_k, c.head_dim};
   const std::uint64_t seed = 10000 + 100 * c.seq_q + c.seq_k + (causal ? 50000 : 0);
@@ -388,8 +381,7 @@ TEST_CASE("causal rows that see no key give zeros and L = -inf", "[ch03]") {
   for (std::size_t d = 0; d < 8; ++d) CHECK(row6[d] == v0[d]);  // weight exp(0) / exp(0) = 1 exactly
 }
 
-TEST_CASE("scale: 0 averages the visible values; an explicit 1/sqrt(head_dim) is the default",
-          "[ch03]") {
+TEST_CASE("scale: 0 averages the visible values; an explicit 1/sqrt(head_dim) is the default", "[ch03]") {
   const Problem p{2, 3, 6, 6, 4};
   const fa::Tensor4<double> Q(p.q_shape(), fa::normal(p.q_shape().size(), 50000));
   const fa::Tensor4<double> K(p.kv_shape(), fa::normal(p.kv_shape().size(), 50001));
@@ -431,15 +423,12 @@ TEST_CASE("bad shapes and options are refused with std::invalid_argument", "[ch0
   const fa::Tensor4<double> K(fa::Shape4{2, 3, 7, 4}, 1.0);
   const fa::Tensor4<double> V(fa::Shape4{2, 3, 7, 4}, 1.0);
   CHECK_NOTHROW(ch03::attention(Q, K, V));
-  CHECK_THROWS_AS(ch03::attention(Q, K, fa::Tensor4<double>(fa::Shape4{2, 3, 6, 4}, 1.0)),
-                  std::invalid_argument);
+  CHECK_THROWS_AS(ch03::attention(Q, K, fa::Tensor4<double>(fa::Shape4{2, 3, 6, 4}, 1.0)), std::invalid_argument);
   CHECK_THROWS_AS(ch03::attention(Q, fa::Tensor4<double>(fa::Shape4{2, 3, 7, 8}, 1.0),
                                   fa::Tensor4<double>(fa::Shape4{2, 3, 7, 8}, 1.0)),
                   std::invalid_argument);
-  CHECK_THROWS_AS(ch03::attention(fa::Tensor4<double>(fa::Shape4{1, 3, 5, 4}, 1.0), K, V),
-                  std::invalid_argument);
-  CHECK_THROWS_AS(ch03::attention(fa::Tensor4<double>(fa::Shape4{2, 3, 0, 4}), K, V),
-                  std::invalid_argument);
+  CHECK_THROWS_AS(ch03::attention(fa::Tensor4<double>(fa::Shape4{1, 3, 5, 4}, 1.0), K, V), std::invalid_argument);
+  CHECK_THROWS_AS(ch03::attention(fa::Tensor4<double>(fa::Shape4{2, 3, 0, 4}), K, V), std::invalid_argument);
   CHECK_THROWS_AS(ch03::attention(Q, K, V, {std::nullopt, false, 0}), std::invalid_argument);
   CHECK_THROWS_AS(ch03::attention(Q, K, V, {not_a_number, false, 64}), std::invalid_argument);
   CHECK_THROWS_AS(ch03::attention(Q, K, V, {inf, false, 64}), std::invalid_argument);

@@ -34,16 +34,16 @@ struct Case {
 void check_case(const Case& c, std::uint64_t seed) {
   const std::size_t batch = 2, heads = 3;  // so that a wrong batch or head index shows
   const double scale = fa::default_scale(c.head_dim);
-  const auto in = fa_test::make_inputs(batch, heads, c.seq_len_q, c.seq_len_k, c.head_dim, scale,
-                                       fa_test::Scores::normal, seed);
+  const auto in =
+      fa_test::make_inputs(batch, heads, c.seq_len_q, c.seq_len_k, c.head_dim, scale, fa_test::Scores::normal, seed);
   const auto ref = ch03::attention(in.Q, in.K, in.V, {.scale = scale, .causal = c.causal});
   const auto out = ch04::naive_attention(in.Q, in.K, in.V, {.scale = scale, .causal = c.causal}, kDevice);
 
   const auto err = fa::compare(out.O.values, ref.O.values);
   const ch04::Agreement bound = ch04::agreement_bound(in.Q, in.K, in.V, {.scale = scale, .causal = c.causal});
   INFO("seq_len_q " << c.seq_len_q << ", seq_len_k " << c.seq_len_k << ", head_dim " << c.head_dim
-                    << (c.causal ? ", causal" : "") << ", seed " << seed << ": O " << fa::describe(err)
-                    << "; bound " << bound.bound);
+                    << (c.causal ? ", causal" : "") << ", seed " << seed << ": O " << fa::describe(err) << "; bound "
+                    << bound.bound);
   CHECK(fa::agrees(err, bound.bound));
 
   // Every row of P sums to 1, or is all zeros when the causal mask hides every key of the row.
@@ -54,8 +54,10 @@ void check_case(const Case& c, std::uint64_t seed) {
     const bool sees_keys = !c.causal || fa::causal_visible_keys(i, c.seq_len_q, c.seq_len_k) > 0;
     INFO("row " << r << " of P sums to " << sum);
     // A float row sum of seq_len_k weights, each rounded once: within seq_len_k * u of 1.
-    if (sees_keys) REQUIRE(std::fabs(sum - 1.0) <= 1e-7 * static_cast<double>(c.seq_len_k) + 1e-7);
-    else REQUIRE(sum == 0.0);
+    if (sees_keys)
+      REQUIRE(std::fabs(sum - 1.0) <= 1e-7 * static_cast<double>(c.seq_len_k) + 1e-7);
+    else
+      REQUIRE(sum == 0.0);
   }
 }
 
@@ -124,7 +126,7 @@ TEST_CASE("NaN in the input reaches the outputs it touches", "[ch04]") {
   in.K.view()(0, 0, 2, 1) = std::numeric_limits<float>::quiet_NaN();  // head 0, key 2: every row sees it
   const auto out = ch04::naive_attention(in.Q, in.K, in.V, {}, kDevice);
   const auto ref = ch03::attention(in.Q, in.K, in.V);
-  for (std::size_t i = 0; i < 3 * 4; ++i) CHECK(std::isnan(out.O.values[i]));        // head 0: all NaN
+  for (std::size_t i = 0; i < 3 * 4; ++i) CHECK(std::isnan(out.O.values[i]));             // head 0: all NaN
   for (std::size_t i = 3 * 4; i < 2 * 3 * 4; ++i) CHECK(std::isfinite(out.O.values[i]));  // head 1: untouched
   // The comparison counts them, finds them where chapter 03 has them too, and still checks head 1.
   const auto err = fa::compare(out.O.values, ref.O.values);
@@ -140,6 +142,5 @@ TEST_CASE("naive attention refuses shapes that do not fit together", "[ch04]") {
   const fa::Tensor4<float> wrong_dim(fa::Shape4{1, 2, 6, 4});
   CHECK_THROWS_AS(ch04::naive_attention(in.Q, wrong_dim, wrong_dim, {}, kDevice), std::invalid_argument);
   CHECK_THROWS_AS(ch04::naive_attention(in.Q, in.K, in.Q, {}, kDevice), std::invalid_argument);
-  CHECK_THROWS_AS(ch04::naive_attention(in.Q, in.K, in.V, {.scale = std::nan("")}, kDevice),
-                  std::invalid_argument);
+  CHECK_THROWS_AS(ch04::naive_attention(in.Q, in.K, in.V, {.scale = std::nan("")}, kDevice), std::invalid_argument);
 }

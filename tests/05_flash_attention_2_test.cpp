@@ -14,8 +14,8 @@
 
 #include "attention_inputs.h"
 #include "catch.h"
-#include "chapters/04_naive_attention/naive_attention.h"
 #include "chapters/04_naive_attention/agreement.h"
+#include "chapters/04_naive_attention/naive_attention.h"
 #include "chapters/05_flash_attention_2/agreement.h"
 #include "chapters/05_flash_attention_2/flash_attention_2.h"
 #include "common/attention_shapes.h"
@@ -40,10 +40,11 @@ struct Case {
 };
 
 std::string describe(const Case& c, std::uint64_t seed) {
-  return "seq_len_q " + std::to_string(c.seq_len_q) + ", seq_len_k " + std::to_string(c.seq_len_k) +
-         ", head_dim " + std::to_string(c.head_dim) + (c.causal ? ", causal" : "") + ", scale " +
-         (c.scale ? std::to_string(*c.scale) : std::string("1/sqrt(head_dim)")) + ", scores " + fa_test::to_string(c.scores) + ", tile " +
-         std::to_string(c.tile.Br) + "x" + std::to_string(c.tile.Bc) + ", seed " + std::to_string(seed);
+  return "seq_len_q " + std::to_string(c.seq_len_q) + ", seq_len_k " + std::to_string(c.seq_len_k) + ", head_dim " +
+         std::to_string(c.head_dim) + (c.causal ? ", causal" : "") + ", scale " +
+         (c.scale ? std::to_string(*c.scale) : std::string("1/sqrt(head_dim)")) + ", scores " +
+         fa_test::to_string(c.scores) + ", tile " + std::to_string(c.tile.Br) + "x" + std::to_string(c.tile.Bc) +
+         ", seed " + std::to_string(seed);
 }
 
 // Runs chapter 04 once and chapter 05 once per tile shape in `tiles` on the same inputs, and checks
@@ -65,16 +66,16 @@ void check_case(const Case& c, std::span<const ch05::TileShape> tiles) {
     Case with_tile = c;
     with_tile.tile = tile;
     INFO(describe(with_tile, seed));
-    const auto flash = ch05::flash_attention_2(in.Q, in.K, in.V,
-                                               {.scale = c.scale, .causal = c.causal, .tile = tile}, kDevice);
+    const auto flash =
+        ch05::flash_attention_2(in.Q, in.K, in.V, {.scale = c.scale, .causal = c.causal, .tile = tile}, kDevice);
     const auto err = fa::compare(flash.O.values, naive.O.values);
     INFO("O: " << fa::describe(err) << "; bound " << bound.bound);
     CHECK(fa::agrees(err, bound.bound));
 
     // L against the log-sum-exp of chapter 04's rows of S; a row that sees no key is -inf in both.
     const ch05::WorstL L_worst = ch05::worst_L(flash.L, L_ref, c.seq_len_k);
-    INFO("L of row " << L_worst.row << ": " << flash.L[L_worst.row] << ", from S: " << L_ref[L_worst.row]
-                     << ", bound " << L_worst.bound);
+    INFO("L of row " << L_worst.row << ": " << flash.L[L_worst.row] << ", from S: " << L_ref[L_worst.row] << ", bound "
+                     << L_worst.bound);
     CHECK(L_worst.pass);
   }
 }
@@ -85,7 +86,8 @@ constexpr ch05::TileShape kDefaultTile{64, 64};
 
 }  // namespace
 
-TEST_CASE("FlashAttention-2 agrees with naive attention for every shape of the list and every tile", "[ch05][sanitizer]") {
+TEST_CASE("FlashAttention-2 agrees with naive attention for every shape of the list and every tile",
+          "[ch05][sanitizer]") {
   const auto [seq_len_q, seq_len_k] = GENERATE(from_range(fa_test::sequence_lengths()));
   const std::size_t head_dim = GENERATE(32u, 64u, 128u);
   const bool causal = GENERATE(false, true);
@@ -107,8 +109,8 @@ TEST_CASE("FlashAttention-2 agrees with naive attention for scale 0.5, large and
   const auto [seq_len_q, seq_len_k] = GENERATE(table<std::size_t, std::size_t>({{1, 257}, {203, 113}}));
   const std::size_t head_dim = 64;
 #else
-  const auto [seq_len_q, seq_len_k] = GENERATE(table<std::size_t, std::size_t>(
-      {{1, 257}, {33, 33}, {113, 203}, {203, 113}}));
+  const auto [seq_len_q, seq_len_k] =
+      GENERATE(table<std::size_t, std::size_t>({{1, 257}, {33, 33}, {113, 203}, {203, 113}}));
   const std::size_t head_dim = GENERATE(32u, 64u, 128u);
 #endif
   const bool causal = GENERATE(false, true);
@@ -129,8 +131,10 @@ TEST_CASE("rows that see no key give zeros in O and -inf in L, never NaN", "[ch0
         const float L = out.L[(b * 3 + h) * 203 + i];
         INFO("batch " << b << " head " << h << " row " << i << ": L = " << L);
         REQUIRE(!std::isnan(L));
-        if (i < 90) REQUIRE(L == -std::numeric_limits<float>::infinity());
-        else REQUIRE(std::isfinite(L));
+        if (i < 90)
+          REQUIRE(L == -std::numeric_limits<float>::infinity());
+        else
+          REQUIRE(std::isfinite(L));
         for (std::size_t d = 0; d < 64; ++d) {
           REQUIRE(!std::isnan(O(b, h, i, d)));
           if (i < 90) REQUIRE(O(b, h, i, d) == 0.0f);
@@ -142,7 +146,8 @@ TEST_CASE("rows that see no key give zeros in O and -inf in L, never NaN", "[ch0
 
 TEST_CASE("FlashAttention-2 refuses a head_dim it was not compiled for, naming the ones it was", "[ch05]") {
   const auto in = fa_test::make_inputs(1, 1, 8, 8, 48, 0.1, fa_test::Scores::normal, 5200);
-  const std::string message = fa_test::invalid_argument_message([&] { (void)ch05::flash_attention_2(in.Q, in.K, in.V, {}, kDevice); });
+  const std::string message =
+      fa_test::invalid_argument_message([&] { (void)ch05::flash_attention_2(in.Q, in.K, in.V, {}, kDevice); });
   INFO(message);
   CHECK(message.find("48") != std::string::npos);
   CHECK(message.find("32, 64, 128") != std::string::npos);

@@ -105,10 +105,10 @@ TEST_CASE("MB are printed to 3 significant figures without trailing zeros", "[ch
   CHECK(ch05::format_megabytes(0) == "0");
   CHECK(ch05::format_megabytes(1) == "0.000001");
   CHECK(ch05::format_megabytes(51'200) == "0.0512");
-  CHECK(ch05::format_megabytes(999'600) == "1");             // 0.9996 rounds up to 1.00
+  CHECK(ch05::format_megabytes(999'600) == "1");  // 0.9996 rounds up to 1.00
   CHECK(ch05::format_megabytes(1'234'567) == "1.23");
-  CHECK(ch05::format_megabytes(99'960'000) == "100");        // 99.96 rounds up to 100
-  CHECK(ch05::format_megabytes(2'164'260'864) == "2160");    // 4 digits: the 4th is rounded away
+  CHECK(ch05::format_megabytes(99'960'000) == "100");      // 99.96 rounds up to 100
+  CHECK(ch05::format_megabytes(2'164'260'864) == "2160");  // 4 digits: the 4th is rounded away
   CHECK(ch05::format_megabytes(12'345'678'901) == "12300");
 }
 
@@ -149,8 +149,9 @@ TEST_CASE("the walks count a short last block exactly, for any seq_len", "[ch05]
     }
   }
   // Where Br does not divide N the closed form does not apply, and says so.
-  const std::string message =
-      invalid_argument_of([] { ch05::fa2_bytes_closed_form(TrafficCase{1000, 64, 128, 128, 2, 4}); });
+  const std::string message = invalid_argument_of([] {
+    ch05::fa2_bytes_closed_form(TrafficCase{1000, 64, 128, 128, 2, 4});
+  });
   CHECK(message.find("not a multiple of Br") != std::string::npos);
 }
 
@@ -172,8 +173,7 @@ TEST_CASE("the FA1 walk agrees with its closed form and moves more than FA2", "[
   }
 }
 
-TEST_CASE("the FA2 walk visits each tile once, query blocks outside, and its counters only grow",
-          "[ch05]") {
+TEST_CASE("the FA2 walk visits each tile once, query blocks outside, and its counters only grow", "[ch05]") {
   const TrafficCase c{300, 16, 64, 48, 2, 4};  // 5 x 7 tiles, the last row and column short
   std::vector<ch05::TileStep> steps;
   const ch05::Traffic total = ch05::walk_fa2(c, [&](const ch05::TileStep& s) { steps.push_back(s); });
@@ -204,8 +204,7 @@ TEST_CASE("the FA2 walk visits each tile once, query blocks outside, and its cou
   CHECK(middle.after.once == steps[7 + 1].after.once);
 }
 
-TEST_CASE("each FA2 tile moves what Algorithm 1 loads, plus O_i after the last tile",
-          "[ch05]") {
+TEST_CASE("each FA2 tile moves what Algorithm 1 loads, plus O_i after the last tile", "[ch05]") {
   // The rule, tile by tile: Q_i when j == 0, K_j and V_j every tile ("once": when i == 0).
   const TrafficCase c{512, 64, 128, 64, 2, 4};
   const std::uint64_t e = 2, d = 64, Br = 128, Bc = 64, Tc = 8;
@@ -219,15 +218,13 @@ TEST_CASE("each FA2 tile moves what Algorithm 1 loads, plus O_i after the last t
     moved += 2 * e * Bc * d;
     if (s.i == 0) once += 2 * e * Bc * d;
     if (static_cast<std::uint64_t>(s.j) == Tc - 1) o_written += e * Br * d;
-    all_agree = all_agree && s.after.moved.total() == moved + o_written &&
-                s.after.once.total() == once + o_written;
+    all_agree = all_agree && s.after.moved.total() == moved + o_written && s.after.once.total() == once + o_written;
   });
   CHECK(all_agree);
   CHECK(o_written == e * 512 * d);
 }
 
-TEST_CASE("the FA1 walk visits key blocks outside and sends O, m, l through HBM between them",
-          "[ch05]") {
+TEST_CASE("the FA1 walk visits key blocks outside and sends O, m, l through HBM between them", "[ch05]") {
   const TrafficCase c{256, 32, 64, 128, 2, 4};  // Tr = 4 query blocks, Tc = 2 key blocks
   std::vector<ch05::TileStep> steps;
   ch05::walk_fa1(c, [&](const ch05::TileStep& s) { steps.push_back(s); });
@@ -242,7 +239,7 @@ TEST_CASE("the FA1 walk visits key blocks outside and sends O, m, l through HBM 
   CHECK(steps[4].after.moved.o_read == 64 * 32 * 2);
   CHECK(steps[7].after.moved.stats_read == 4 * 2 * 64 * 4);
   CHECK(steps[7].after.moved.o_write == 2 * 256 * 32 * 2);  // O written once per key block
-  CHECK(steps[7].after.once.o_write == 256 * 32 * 2);        // of which only the last stays
+  CHECK(steps[7].after.once.o_write == 256 * 32 * 2);       // of which only the last stays
 }
 
 TEST_CASE("bad sizes are refused with the field and the accepted range", "[ch05]") {
@@ -261,16 +258,15 @@ TEST_CASE("bad sizes are refused with the field and the accepted range", "[ch05]
     INFO(field);
     for (const std::string& message :
          {invalid_argument_of([&] { ch05::standard_attention_bytes(c); }),
-          invalid_argument_of([&] { ch05::floor_bytes(c); }),
-          invalid_argument_of([&] { ch05::walk_fa2(c); }),
-          invalid_argument_of([&] { ch05::walk_fa1(c); }),
-          invalid_argument_of([&] { ch05::format_traffic_table(std::vector<TrafficCase>{good, c}); })}) {
+          invalid_argument_of([&] { ch05::floor_bytes(c); }), invalid_argument_of([&] { ch05::walk_fa2(c); }),
+          invalid_argument_of([&] { ch05::walk_fa1(c); }), invalid_argument_of([&] {
+            ch05::format_traffic_table(std::vector<TrafficCase>{good, c});
+          })}) {
       CHECK(message.find(field) != std::string::npos);
       CHECK(message.find("accepted 1 ..") != std::string::npos);
     }
   }
   // A walk of more than kMaxTiles tiles is refused before it starts, rather than running for minutes.
-  const std::string message =
-      invalid_argument_of([] { ch05::walk_fa2(TrafficCase{1 << 20, 64, 16, 16, 2, 4}); });
+  const std::string message = invalid_argument_of([] { ch05::walk_fa2(TrafficCase{1 << 20, 64, 16, 16, 2, 4}); });
   CHECK(message.find("65536 x 65536") != std::string::npos);
 }

@@ -40,10 +40,10 @@ struct Case {
 };
 
 std::string describe(const Case& c, std::uint64_t seed) {
-  return "seq_len_q " + std::to_string(c.seq_len_q) + ", seq_len_k " + std::to_string(c.seq_len_k) +
-         ", head_dim " + std::to_string(c.head_dim) + (c.causal ? ", causal" : "") + ", scale " +
-         std::to_string(c.scale) + ", scores " + fa_test::to_string(c.scores) + ", " +
-         std::string(ch06::to_string(c.element)) + ", seed " + std::to_string(seed);
+  return "seq_len_q " + std::to_string(c.seq_len_q) + ", seq_len_k " + std::to_string(c.seq_len_k) + ", head_dim " +
+         std::to_string(c.head_dim) + (c.causal ? ", causal" : "") + ", scale " + std::to_string(c.scale) +
+         ", scores " + fa_test::to_string(c.scores) + ", " + std::string(ch06::to_string(c.element)) + ", seed " +
+         std::to_string(seed);
 }
 
 // Runs chapter 05 once (float32, on the inputs rounded to the element type) and chapter 06 once per
@@ -70,8 +70,8 @@ void check_case(const Case& c, std::span<const ch06::TileShape> tiles) {
     const auto out = ch06::tensor_core_attention(
         Q, K, V, {.scale = c.scale, .causal = c.causal, .tile = tile, .element = c.element}, kDevice);
     const auto err = fa::compare(out.O.values, ref.O.values);
-    INFO("O against chapter 05: " << fa::describe(err) << "; reference error " << budget.reference_rel_l2
-                                  << ", bound " << budget.bound);
+    INFO("O against chapter 05: " << fa::describe(err) << "; reference error " << budget.reference_rel_l2 << ", bound "
+                                  << budget.bound);
     CHECK(err.rel_l2 <= budget.bound);
 
     // L against chapter 05's L, within error_budget.h's L_bounds (its comment gives the reasons).
@@ -98,8 +98,7 @@ ElementType alternating(std::size_t shape_index, std::size_t head_dim, bool caus
   return (shape_index + (head_dim == 128 ? 1 : 0) + (causal ? 1 : 0)) % 2 == 0 ? ElementType::bf16 : ElementType::f16;
 }
 
-TEST_CASE("tensor cores agree with chapter 05 within the budget, every shape of the list, head dim, tile",
-          "[ch06]") {
+TEST_CASE("tensor cores agree with chapter 05 within the budget, every shape of the list, head dim, tile", "[ch06]") {
   const auto shapes = fa_test::sequence_lengths();
   const std::size_t k = GENERATE_COPY(range(std::size_t{0}, shapes.size()));
 #if FA_SANITIZER_BUILD
@@ -177,8 +176,8 @@ TEST_CASE("rows that see no key give zeros in O and -inf in L, never NaN", "[ch0
 #else
   const auto element = GENERATE(ElementType::bf16, ElementType::f16);
 #endif
-  const auto out = ch06::tensor_core_attention(in.Q, in.K, in.V, {.causal = true, .tile = tile, .element = element},
-                                               kDevice);
+  const auto out =
+      ch06::tensor_core_attention(in.Q, in.K, in.V, {.causal = true, .tile = tile, .element = element}, kDevice);
   const auto O = out.O.view();
   for (std::size_t b = 0; b < 2; ++b) {
     for (std::size_t h = 0; h < 3; ++h) {
@@ -186,8 +185,10 @@ TEST_CASE("rows that see no key give zeros in O and -inf in L, never NaN", "[ch0
         const float L = out.L[(b * 3 + h) * 203 + i];
         INFO("batch " << b << " head " << h << " row " << i << ": L = " << L << ", tile " << ch06::tile_name(tile));
         REQUIRE(!std::isnan(L));
-        if (i < 90) REQUIRE(L == -std::numeric_limits<float>::infinity());
-        else REQUIRE(std::isfinite(L));
+        if (i < 90)
+          REQUIRE(L == -std::numeric_limits<float>::infinity());
+        else
+          REQUIRE(std::isfinite(L));
         for (std::size_t d = 0; d < 64; ++d) {
           REQUIRE(!std::isnan(O(b, h, i, d)));
           if (i < 90) REQUIRE(O(b, h, i, d) == 0.0f);
@@ -216,14 +217,15 @@ TEST_CASE("the error budget is what a faithful bf16 or fp16 pipeline makes", "[c
 }
 
 TEST_CASE("round_to rounds to the element type and refuses what fp16 cannot hold", "[ch06]") {
-  fa::Tensor4<float> x(fa::Shape4{1, 1, 1, 4}, std::vector<float>{1.0f + 0x1p-9f, 1.0f + 0x1p-11f + 0x1p-20f, -3.0f, 65504.0f});
+  fa::Tensor4<float> x(fa::Shape4{1, 1, 1, 4},
+                       std::vector<float>{1.0f + 0x1p-9f, 1.0f + 0x1p-11f + 0x1p-20f, -3.0f, 65504.0f});
   const auto b = ch06::round_to(x, ElementType::bf16, "x");
   CHECK(b.values[0] == 1.0f);  // bf16's step at 1 is 2^-7: both are below the tie 1 + 2^-8
   CHECK(b.values[1] == 1.0f);
   CHECK(b.values[2] == -3.0f);
   const auto h = ch06::round_to(x, ElementType::f16, "x");
-  CHECK(h.values[0] == 1.0f + 0x1p-9f);          // exact in fp16 (step 2^-10 at 1)
-  CHECK(h.values[1] == 1.0f + 0x1p-10f);         // just above the tie 1 + 2^-11: rounds up
+  CHECK(h.values[0] == 1.0f + 0x1p-9f);   // exact in fp16 (step 2^-10 at 1)
+  CHECK(h.values[1] == 1.0f + 0x1p-10f);  // just above the tie 1 + 2^-11: rounds up
   CHECK(h.values[3] == 65504.0f);
   fa::Tensor4<float> big(fa::Shape4{1, 1, 1, 2}, std::vector<float>{1.0f, 70000.0f});
   try {
@@ -240,7 +242,8 @@ TEST_CASE("round_to rounds to the element type and refuses what fp16 cannot hold
 
 TEST_CASE("the tensor-core kernel refuses a head_dim it was not compiled for, naming the ones it was", "[ch06]") {
   const auto in = fa_test::make_inputs(1, 1, 8, 8, 32, 0.1, fa_test::Scores::normal, 6300);
-  const std::string message = fa_test::invalid_argument_message([&] { (void)ch06::tensor_core_attention(in.Q, in.K, in.V, {}, kDevice); });
+  const std::string message =
+      fa_test::invalid_argument_message([&] { (void)ch06::tensor_core_attention(in.Q, in.K, in.V, {}, kDevice); });
   INFO(message);
   CHECK(message.find("32") != std::string::npos);
   CHECK(message.find("64, 128") != std::string::npos);

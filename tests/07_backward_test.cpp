@@ -40,9 +40,9 @@ struct Case {
 };
 
 std::string describe(const Case& c, std::uint64_t seed) {
-  return "seq_len_q " + std::to_string(c.seq_len_q) + ", seq_len_k " + std::to_string(c.seq_len_k) +
-         ", head_dim " + std::to_string(c.head_dim) + (c.causal ? ", causal" : "") + ", scale " +
-         std::to_string(c.scale) + ", scores " + fa_test::to_string(c.scores) + ", seed " + std::to_string(seed);
+  return "seq_len_q " + std::to_string(c.seq_len_q) + ", seq_len_k " + std::to_string(c.seq_len_k) + ", head_dim " +
+         std::to_string(c.head_dim) + (c.causal ? ", causal" : "") + ", scale " + std::to_string(c.scale) +
+         ", scores " + fa_test::to_string(c.scores) + ", seed " + std::to_string(seed);
 }
 
 // One problem: inputs, dO, chapter 05's forward on the device under test, and the two evaluations
@@ -64,8 +64,8 @@ Problem make_problem(const Case& c, std::size_t batch = 2, std::size_t heads = 3
   p.dO = fa::Tensor4<float>(p.in.Q.shape, fa::normal<float>(p.in.Q.shape.size(), p.seed + 3));
   p.forward = ch05::flash_attention_2(p.in.Q, p.in.K, p.in.V, {.scale = c.scale, .causal = c.causal}, kDevice);
   p.reference = ch07::attention_backward_reference(p.in.Q, p.in.K, p.in.V, p.dO, c.scale, c.causal);
-  p.float32 = ch07::attention_backward_float32(p.in.Q, p.in.K, p.in.V, p.dO, p.forward.O, p.forward.L, c.scale,
-                                               c.causal);
+  p.float32 =
+      ch07::attention_backward_float32(p.in.Q, p.in.K, p.in.V, p.dO, p.forward.O, p.forward.L, c.scale, c.causal);
   return p;
 }
 
@@ -128,8 +128,8 @@ TEST_CASE("the float64 gradient equals central finite differences of chapter 03'
   const std::uint64_t seed = 7100 + 10 * s.seq_len_q + s.seq_len_k;
   fa::Tensor4<double> Q = normal_tensor(q_shape, seed), K = normal_tensor(k_shape, seed + 1),
                       V = normal_tensor(k_shape, seed + 2), dO = normal_tensor(q_shape, seed + 3);
-  INFO("seq_len_q " << s.seq_len_q << ", seq_len_k " << s.seq_len_k << (s.causal ? ", causal" : "")
-                    << ", scale " << s.scale << ", seed " << seed);
+  INFO("seq_len_q " << s.seq_len_q << ", seq_len_k " << s.seq_len_k << (s.causal ? ", causal" : "") << ", scale "
+                    << s.scale << ", seed " << seed);
   const auto g = ch07::attention_backward_reference(Q, K, V, dO, s.scale, s.causal);
 
   const double h = 1e-5;
@@ -282,8 +282,8 @@ TEST_CASE("the deterministic dQ is the same bits under every schedule and number
     std::uint64_t seed;
     unsigned threads;
   };
-  for (const Run& r : {Run{simt::Schedule::reverse, 0, 2}, Run{simt::Schedule::random, 7, 3},
-                       Run{simt::Schedule::in_order, 0, 4}}) {
+  for (const Run& r :
+       {Run{simt::Schedule::reverse, 0, 2}, Run{simt::Schedule::random, 7, 3}, Run{simt::Schedule::in_order, 0, 4}}) {
     INFO("schedule " << simt::to_string(r.schedule) << ", " << r.threads << " host threads");
     simt::set_schedule(r.schedule, r.seed);
     simt::set_host_threads(r.threads);
@@ -298,20 +298,23 @@ TEST_CASE("the deterministic dQ is the same bits under every schedule and number
 TEST_CASE("the backward pass refuses a head_dim it was not compiled for, naming the ones it was", "[ch07][sanitizer]") {
   const auto in = fa_test::make_inputs(1, 1, 8, 8, 48, 0.1, Scores::normal, 7300);
   const std::vector<float> L(8, 0.0f);
-  const std::string message = fa_test::invalid_argument_message([&] { (void)ch07::flash_attention_2_backward(in.Q, in.K, in.V, in.Q, L, in.Q, {}, kDevice); });
+  const std::string message = fa_test::invalid_argument_message(
+      [&] { (void)ch07::flash_attention_2_backward(in.Q, in.K, in.V, in.Q, L, in.Q, {}, kDevice); });
   INFO(message);
   CHECK(message.find("48") != std::string::npos);
   CHECK(message.find("32, 64, 128") != std::string::npos);
 }
 
-TEST_CASE("the backward pass refuses O, dO or L that do not fit Q, and a scale that is not finite", "[ch07][sanitizer]") {
+TEST_CASE("the backward pass refuses O, dO or L that do not fit Q, and a scale that is not finite",
+          "[ch07][sanitizer]") {
   const auto in = fa_test::make_inputs(1, 2, 8, 8, 32, 0.1, Scores::normal, 7400);
   const std::vector<float> L(16, 0.0f), short_L(15, 0.0f);
   const fa::Tensor4<float> other(fa::Shape4{1, 2, 9, 32});
   using ch07::flash_attention_2_backward;
   CHECK_THROWS_AS(flash_attention_2_backward(in.Q, in.K, in.V, other, L, in.Q, {}, kDevice), std::invalid_argument);
   CHECK_THROWS_AS(flash_attention_2_backward(in.Q, in.K, in.V, in.Q, L, other, {}, kDevice), std::invalid_argument);
-  CHECK_THROWS_AS(flash_attention_2_backward(in.Q, in.K, in.V, in.Q, short_L, in.Q, {}, kDevice), std::invalid_argument);
+  CHECK_THROWS_AS(flash_attention_2_backward(in.Q, in.K, in.V, in.Q, short_L, in.Q, {}, kDevice),
+                  std::invalid_argument);
   CHECK_THROWS_AS(flash_attention_2_backward(in.Q, in.K, in.V, in.Q, L, in.Q, {.scale = NAN}, kDevice),
                   std::invalid_argument);
 }

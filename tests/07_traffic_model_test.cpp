@@ -62,8 +62,8 @@ TEST_CASE("with every re-read an L2 hit, each tensor crosses once, for both meth
 }
 
 TEST_CASE("the causal walks visit exactly the tiles where some query sees some key", "[ch07]") {
-  const auto [N, Br, Bc] = GENERATE(table<std::int64_t, std::int64_t, std::int64_t>(
-      {{256, 64, 64}, {300, 32, 64}, {300, 64, 32}, {33, 32, 32}}));
+  const auto [N, Br, Bc] = GENERATE(
+      table<std::int64_t, std::int64_t, std::int64_t>({{256, 64, 64}, {300, 32, 64}, {300, 64, 32}, {33, 32, 32}}));
   const TrafficCase c{N, 32, Br, Bc, 4, 4};
   std::set<std::pair<std::int64_t, std::int64_t>> by_hand;  // (i, j) with an entry (row, key), key <= row
   for (std::int64_t row = 0; row < N; ++row) {

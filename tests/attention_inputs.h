@@ -31,9 +31,12 @@ enum class Scores {
 
 inline std::string to_string(Scores s) {
   switch (s) {
-    case Scores::normal: return "normal";
-    case Scores::large: return "large";
-    case Scores::very_low: return "very_low";
+    case Scores::normal:
+      return "normal";
+    case Scores::large:
+      return "large";
+    case Scores::very_low:
+      return "very_low";
   }
   return "?";
 }
@@ -56,9 +59,8 @@ struct AttentionInputs {
 };
 
 // Q: [batch, heads, seq_len_q, head_dim]; K, V: [batch, heads, seq_len_k, head_dim].
-inline AttentionInputs make_inputs(std::size_t batch, std::size_t heads, std::size_t seq_len_q,
-                                   std::size_t seq_len_k, std::size_t head_dim, double scale,
-                                   Scores kind, std::uint64_t seed) {
+inline AttentionInputs make_inputs(std::size_t batch, std::size_t heads, std::size_t seq_len_q, std::size_t seq_len_k,
+                                   std::size_t head_dim, double scale, Scores kind, std::uint64_t seed) {
   const fa::Shape4 q_shape{batch, heads, seq_len_q, head_dim};
   const fa::Shape4 k_shape{batch, heads, seq_len_k, head_dim};
   AttentionInputs in{fa::Tensor4<float>(q_shape, fa::normal<float>(q_shape.size(), seed)),

@@ -14,9 +14,9 @@
 #if defined(SKIP)
 #define FA_SKIP(why) SKIP(why)
 #else
-#define FA_SKIP(why)           \
-  do {                         \
+#define FA_SKIP(why)            \
+  do {                          \
     WARN("SKIPPED: " << (why)); \
-    return;                    \
+    return;                     \
   } while (false)
 #endif

@@ -1,9 +1,9 @@
 // Tests of common/: views, generators and error measures.
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <stdexcept>
 #include <string>
-#include <limits>
 #include <vector>
 
 #include "catch.h"
@@ -29,10 +29,8 @@ TEST_CASE("Tensor4View indexes row-major [batch, heads, seq_len, head_dim]", "[c
 TEST_CASE("views reject a size that does not match the shape", "[common]") {
   std::vector<float> data(10);
   CHECK_THROWS_AS(fa::MatrixView<float>(std::span<float>(data), 3, 4), std::invalid_argument);
-  CHECK_THROWS_AS(fa::Tensor4View<float>(std::span<float>(data), fa::Shape4{1, 1, 2, 4}),
-                  std::invalid_argument);
-  CHECK_THROWS_AS(fa::Tensor4<float>(fa::Shape4{1, 1, 2, 4}, std::vector<float>(7)),
-                  std::invalid_argument);
+  CHECK_THROWS_AS(fa::Tensor4View<float>(std::span<float>(data), fa::Shape4{1, 1, 2, 4}), std::invalid_argument);
+  CHECK_THROWS_AS(fa::Tensor4<float>(fa::Shape4{1, 1, 2, 4}, std::vector<float>(7)), std::invalid_argument);
 }
 
 TEST_CASE("generators are deterministic for a seed and differ between seeds", "[common]") {
@@ -89,8 +87,7 @@ TEST_CASE("ulp distance counts representable numbers", "[common]") {
   CHECK(fa::ulp_distance(0.0, -0.0) == 0);
   const double tiny = std::numeric_limits<double>::denorm_min();
   CHECK(fa::ulp_distance(-tiny, tiny) == 2);
-  CHECK(fa::ulp_distance(1.0, std::numeric_limits<double>::quiet_NaN()) ==
-        std::numeric_limits<std::uint64_t>::max());
+  CHECK(fa::ulp_distance(1.0, std::numeric_limits<double>::quiet_NaN()) == std::numeric_limits<std::uint64_t>::max());
 }
 
 TEST_CASE("device names parse, and an unknown one is refused", "[common]") {
@@ -125,7 +122,7 @@ TEST_CASE("size flags accept whole integers in range and nothing else", "[common
   CHECK(fa::cli::parse_integer("64", 1, 100) == 64u);
   CHECK(fa::cli::parse_integer("1", 1, 100) == 1u);
   CHECK_FALSE(fa::cli::parse_integer("0", 1, 100));
-  CHECK_FALSE(fa::cli::parse_integer("-1", 1, 100));   // never wraps around
+  CHECK_FALSE(fa::cli::parse_integer("-1", 1, 100));  // never wraps around
   CHECK_FALSE(fa::cli::parse_integer("+3", 1, 100));
   CHECK_FALSE(fa::cli::parse_integer("3.0", 1, 100));
   CHECK_FALSE(fa::cli::parse_integer("1e3", 1, 10000));

@@ -24,8 +24,8 @@ fa::demo::Check sample(std::string chapter, bool pass) {
 
 // A file name in the temporary folder that no other test process uses; removed on destruction.
 struct TempFile {
-  std::filesystem::path path = std::filesystem::temp_directory_path() /
-                               ("fa_demo_test_" + std::to_string(getpid()) + ".tsv");
+  std::filesystem::path path =
+      std::filesystem::temp_directory_path() / ("fa_demo_test_" + std::to_string(getpid()) + ".tsv");
   TempFile() { std::filesystem::remove(path); }
   ~TempFile() { std::filesystem::remove(path); }
 };

@@ -11,8 +11,8 @@
 // (libc++, MSVC's) online-softmax.svg differs from the committed file, and the first test says
 // that this is the reason.
 #include <algorithm>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <cstddef>
 #include <filesystem>
 #include <fstream>
@@ -74,8 +74,8 @@ std::string first_difference(const std::string& committed, const std::string& dr
     std::size_t column = 0;
     while (column < la.size() && column < lb.size() && la[column] == lb[column]) ++column;
     const std::size_t from = column > 60 ? column - 60 : 0;
-    return fmt::format("first difference at line {}, column {}:\n  committed: ...{}...\n  drawn now: ...{}...",
-                       n, column + 1, la.substr(from, 120), lb.substr(from, 120));
+    return fmt::format("first difference at line {}, column {}:\n  committed: ...{}...\n  drawn now: ...{}...", n,
+                       column + 1, la.substr(from, 120), lb.substr(from, 120));
   }
 }
 
@@ -147,11 +147,9 @@ constexpr const char* measured_markdown = R"(# Benchmarks
 
 TEST_CASE("the committed figures are what the chapters' code draws now", "[figures]") {
   TemporaryFolder folder;
-  figures::write_figures(folder.path, source_dir / "docs" / "benchmarks.md",
-                         source_dir / "docs" / "benchmarks-cpu.md");
-  for (const char* name : {"online-softmax.svg", "flash-attention-2-tiles.svg", "hbm-traffic.svg",
-                           "worked-example.svg", "softmax-bench.svg",
-                           "mma-fragments.svg", "bank-conflicts.svg", "backward-tiles.svg"}) {
+  figures::write_figures(folder.path, source_dir / "docs" / "benchmarks.md", source_dir / "docs" / "benchmarks-cpu.md");
+  for (const char* name : {"online-softmax.svg", "flash-attention-2-tiles.svg", "hbm-traffic.svg", "worked-example.svg",
+                           "softmax-bench.svg", "mma-fragments.svg", "bank-conflicts.svg", "backward-tiles.svg"}) {
     const std::filesystem::path committed_path = source_dir / "docs" / "figures" / name;
     INFO("figure " << name);
     REQUIRE(std::filesystem::exists(committed_path));
@@ -162,9 +160,10 @@ TEST_CASE("the committed figures are what the chapters' code draws now", "[figur
                       "  cmake --build build/default --target figures\n"
                       "and commit docs/figures/.";
     if (std::string(name) == "online-softmax.svg" && committed.find(random_row_text()) == std::string::npos) {
-      why += "\nThis build draws another random row than the committed figure lists in its <desc>: "
-             "std::normal_distribution is implemented differently by each standard library (the committed "
-             "figure was drawn with libstdc++), so on this standard library the difference is expected.";
+      why +=
+          "\nThis build draws another random row than the committed figure lists in its <desc>: "
+          "std::normal_distribution is implemented differently by each standard library (the committed "
+          "figure was drawn with libstdc++), so on this standard library the difference is expected.";
     }
     INFO(why);
     const bool same_bytes = committed == drawn;  // not CHECK(a == b): that would print both files
@@ -173,7 +172,8 @@ TEST_CASE("the committed figures are what the chapters' code draws now", "[figur
 }
 
 TEST_CASE("every figure is well formed, titled and described", "[figures]") {
-  for (const figures::Figure& f : figures::make_figures(source_dir / "no-such-benchmarks.md", source_dir / "no-such-benchmarks-cpu.md")) {
+  for (const figures::Figure& f :
+       figures::make_figures(source_dir / "no-such-benchmarks.md", source_dir / "no-such-benchmarks-cpu.md")) {
     INFO("figure " << f.name);
     CHECK(tag_balance(f.svg) == "");
     CHECK(f.svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));
@@ -184,11 +184,12 @@ TEST_CASE("every figure is well formed, titled and described", "[figures]") {
   }
 }
 
-TEST_CASE("every animation runs over the whole loop: key times from 0 to 1, in order, one per value",
-          "[figures]") {
-  const std::regex animate(R"re(<animate attributeName="([a-z0-9]+)" dur="([0-9.]+)s"[^>]*keyTimes="([^"]*)" values="([^"]*)")re");
+TEST_CASE("every animation runs over the whole loop: key times from 0 to 1, in order, one per value", "[figures]") {
+  const std::regex animate(
+      R"re(<animate attributeName="([a-z0-9]+)" dur="([0-9.]+)s"[^>]*keyTimes="([^"]*)" values="([^"]*)")re");
   std::size_t animations = 0;
-  for (const figures::Figure& f : figures::make_figures(source_dir / "no-such-benchmarks.md", source_dir / "no-such-benchmarks-cpu.md")) {
+  for (const figures::Figure& f :
+       figures::make_figures(source_dir / "no-such-benchmarks.md", source_dir / "no-such-benchmarks-cpu.md")) {
     std::string loop;  // every animation of a figure shares one loop
     for (auto it = std::sregex_iterator(f.svg.begin(), f.svg.end(), animate); it != std::sregex_iterator(); ++it) {
       const std::smatch& m = *it;
@@ -213,8 +214,10 @@ TEST_CASE("every animation runs over the whole loop: key times from 0 to 1, in o
   CHECK(animations > 100);  // figures 1 and 2 animate hundreds of attributes; none at all would be a bug
 }
 
-TEST_CASE("an animated figure opens on its finished picture: each animation starts and ends at the "
-          "element's own value", "[figures]") {
+TEST_CASE(
+    "an animated figure opens on its finished picture: each animation starts and ends at the "
+    "element's own value",
+    "[figures]") {
   // A renderer without animation (or a print, or a PDF) shows the elements' own attributes; one
   // that takes the first frame shows the animations' first values. Both must be the finished
   // picture, so every animation's first and last value is its element's attribute (to the 0.1 px
@@ -222,7 +225,8 @@ TEST_CASE("an animated figure opens on its finished picture: each animation star
   const std::regex element(R"re(<([a-z]+)((?: [a-z-]+="[^"]*")*)>[^<]*((?:<animate [^>]*/>\n)+))re");
   const std::regex animate_of(R"re(<animate attributeName="([a-z0-9-]+)"[^>]*values="([^"]*)")re");
   std::size_t checked = 0;
-  for (const figures::Figure& f : figures::make_figures(source_dir / "no-such-benchmarks.md", source_dir / "no-such-benchmarks-cpu.md")) {
+  for (const figures::Figure& f :
+       figures::make_figures(source_dir / "no-such-benchmarks.md", source_dir / "no-such-benchmarks-cpu.md")) {
     for (auto it = std::sregex_iterator(f.svg.begin(), f.svg.end(), element); it != std::sregex_iterator(); ++it) {
       const std::string attributes = (*it)[2];
       const std::string children = (*it)[3];
@@ -295,12 +299,12 @@ TEST_CASE("a measured table that cannot be read is refused with its line and the
   CHECK(not_a_number.find("line 5") != std::string::npos);
   CHECK(not_a_number.find("| kernel | seq_len |") != std::string::npos);
   CHECK(message(head + "| naive | 4096 | 64 | no | 12 |\n").find("5 cells instead of 6") != std::string::npos);
-  CHECK(message(head + "| naive | 4096 | 64 | no | 12 | 13 |\n").find("no flash-attention-2 row") !=
-        std::string::npos);
+  CHECK(message(head + "| naive | 4096 | 64 | no | 12 | 13 |\n").find("no flash-attention-2 row") != std::string::npos);
   CHECK(message(head).find("no row with causal \"no\"") != std::string::npos);
 }
 
-constexpr const char* softmax_bench_markdown = R"(# CPU benchmarks
+constexpr const char* softmax_bench_markdown =
+    R"(# CPU benchmarks
 
 ## Safe against online softmax (ch02_softmax_bench), median of 3
 
@@ -312,8 +316,10 @@ Machine: a test machine; one run
 | L2 | 524288 |
 | L3 | 33554432 |
 
-| n | safe us | online us | safe / online | safe us, streaming | online us, streaming | safe / online, streaming | max pass us |
-|---|---|---|---|---|---|---|---|
+)"
+    "| n | safe us | online us | safe / online | safe us, streaming | online us, streaming | "
+    "safe / online, streaming | max pass us |\n"
+    R"(|---|---|---|---|---|---|---|---|
 | 1000 | 1.55 | 1.52 | 1.02 | 1.63 | 1.65 | 0.99 | 0.03 |
 | 1000000 | 1800 | 1600 | 1.13 | 1700 | 1500 | 1.13 | 100 |
 | 100000000 | 190000 | 160000 | 1.19 | 180000 | 150000 | 1.20 | 25000 |
@@ -347,8 +353,7 @@ TEST_CASE("figure 5 draws the ratios of docs/benchmarks-cpu.md with the caches m
   CHECK_FALSE(figures::read_softmax_bench("# CPU benchmarks\n\nnothing here\n").has_value());
 }
 
-TEST_CASE("a benchmark table whose ratio disagrees with its times, or that cannot be read, is refused",
-          "[figures]") {
+TEST_CASE("a benchmark table whose ratio disagrees with its times, or that cannot be read, is refused", "[figures]") {
   const std::string head =
       "## Safe against online softmax\n\n| cache | bytes per core |\n|---|---|\n| L2 | 524288 |\n\n"
       "| n | safe us | online us | safe / online | safe us, streaming | online us, streaming | "
@@ -368,8 +373,8 @@ TEST_CASE("a benchmark table whose ratio disagrees with its times, or that canno
 TEST_CASE("figures 1 and 4 carry the worked example's numbers", "[figures]") {
   // The worked example prints these to four places; chapter 03's recurrence must give them.
   const std::string worked = figures::worked_example_figure();
-  for (const char* figure : {"0.1353", "1.1353", "21.3534", "0.1537", "2.8899", "1.0498", "31.9915", "1.2034",
-                             "34.8813", "28.9847"}) {
+  for (const char* figure :
+       {"0.1353", "1.1353", "21.3534", "0.1537", "2.8899", "1.0498", "31.9915", "1.2034", "34.8813", "28.9847"}) {
     INFO(figure);
     CHECK(worked.find(figure) != std::string::npos);
   }

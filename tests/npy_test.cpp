@@ -91,8 +91,8 @@ void check_refused(const std::string& bytes, const std::string& problem) {
 
 // A folder of its own under the system's temporary folder, removed at the end of the test.
 struct TempDir {
-  std::filesystem::path path = std::filesystem::temp_directory_path() /
-                               fmt::format("fa_npy_test_{}", std::random_device{}());
+  std::filesystem::path path =
+      std::filesystem::temp_directory_path() / fmt::format("fa_npy_test_{}", std::random_device{}());
   TempDir() { std::filesystem::create_directories(path); }
   ~TempDir() {
     std::error_code ec;
@@ -110,8 +110,7 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 
 TEST_CASE("a tensor written to .npy reads back bit for bit, special values included", "[common]") {
   TempDir dir;
-  const fa::Shape4 shape = GENERATE(fa::Shape4{1, 1, 1, 1}, fa::Shape4{2, 3, 17, 64},
-                                    fa::Shape4{1, 2, 0, 8});
+  const fa::Shape4 shape = GENERATE(fa::Shape4{1, 1, 1, 1}, fa::Shape4{2, 3, 17, 64}, fa::Shape4{1, 2, 0, 8});
   fa::Tensor4<float> t(shape, fa::normal<float>(shape.size(), 41 + shape.seq_len));
   if (t.values.size() >= 4) {
     t.values[0] = -0.0f;
@@ -154,33 +153,33 @@ TEST_CASE("float16 files read as float32, exactly, where a reader asks for them"
   const std::uint16_t bits[6] = {0x3c00, 0xc100, 0x7bff, 0x0001, 0x3555, 0x7c00};
   std::string data(12, '\0');
   std::memcpy(data.data(), bits, 12);  // little-endian host, as float_bytes assumes
-  const std::string file =
-      npy_file(1, "{'descr': '<f2', 'fortran_order': False, 'shape': (1, 1, 2, 3), }", data);
+  const std::string file = npy_file(1, "{'descr': '<f2', 'fortran_order': False, 'shape': (1, 1, 2, 3), }", data);
   std::istringstream in(file);
   const fa::Tensor4<float> t = fa::read_npy_f32_or_f16_4d(in, "q.npy");
   CHECK(t.shape == fa::Shape4{1, 1, 2, 3});
-  CHECK(t.values == std::vector<float>{1.0f, -2.5f, 65504.0f, 0x1p-24f, 0.333251953125f,
-                                       std::numeric_limits<float>::infinity()});
+  CHECK(t.values ==
+        std::vector<float>{1.0f, -2.5f, 65504.0f, 0x1p-24f, 0.333251953125f, std::numeric_limits<float>::infinity()});
   // The float32 reader refuses the same file, and the float16 one still reads float32 files.
   CHECK(error_reading(file).find("q.npy: dtype '<f2' is not supported: expected '<f4'") == 0);
   std::istringstream f4(npy_file(1, kNumpyDict, float_bytes(120)));
   CHECK(fa::read_npy_f32_or_f16_4d(f4, "q.npy").values[119] == 119.5f);
   // A short float16 file names its type and sizes; another dtype names both accepted ones.
   std::istringstream short_file(npy_file(1, "{'descr': '<f2', 'fortran_order': False, 'shape': (1, 1, 2, 4), }", data));
-  CHECK(message_of([&] { fa::read_npy_f32_or_f16_4d(short_file, "q.npy"); })
-            .find("needs 16 bytes of float16 values but the file holds only 12") != std::string::npos);
-  std::istringstream f8(npy_file(1, "{'descr': '<f8', 'fortran_order': False, 'shape': (1, 1, 1, 1), }",
-                                 std::string(8, '\0')));
+  CHECK(message_of([&] {
+          fa::read_npy_f32_or_f16_4d(short_file, "q.npy");
+        }).find("needs 16 bytes of float16 values but the file holds only 12") != std::string::npos);
+  std::istringstream f8(
+      npy_file(1, "{'descr': '<f8', 'fortran_order': False, 'shape': (1, 1, 1, 1), }", std::string(8, '\0')));
   CHECK(message_of([&] { fa::read_npy_f32_or_f16_4d(f8, "q.npy"); }).find("or '<f2' (float16") != std::string::npos);
 }
 
 TEST_CASE("the header may order its keys, space and quote in any legal way", "[common]") {
-  const std::string dict = GENERATE(
-      std::string("{'shape': (2, 3, 4, 5), 'fortran_order': False, 'descr': '<f4'}"),
-      std::string("{\"descr\":\"<f4\",\"fortran_order\":False,\"shape\":(2,3,4,5)}"),
-      std::string("{ 'descr' : '<f4' ,\t'fortran_order' : False ,\n 'shape' : ( 2 , 3 , 4 , 5 , ) , }"),
-      std::string("{'descr': '<f4', 'fortran_order': False, 'shape': (2L, 3L, 4L, 5L), }"),
-      std::string("  {'fortran_order': False, 'shape': (2, 3, 4, 5,), 'descr': '<f4',}  "));
+  const std::string dict =
+      GENERATE(std::string("{'shape': (2, 3, 4, 5), 'fortran_order': False, 'descr': '<f4'}"),
+               std::string("{\"descr\":\"<f4\",\"fortran_order\":False,\"shape\":(2,3,4,5)}"),
+               std::string("{ 'descr' : '<f4' ,\t'fortran_order' : False ,\n 'shape' : ( 2 , 3 , 4 , 5 , ) , }"),
+               std::string("{'descr': '<f4', 'fortran_order': False, 'shape': (2L, 3L, 4L, 5L), }"),
+               std::string("  {'fortran_order': False, 'shape': (2, 3, 4, 5,), 'descr': '<f4',}  "));
   INFO(dict);
   const fa::Tensor4<float> t = read_bytes(npy_file(1, dict, float_bytes(120)));
   CHECK(t.shape == fa::Shape4{2, 3, 4, 5});
@@ -236,7 +235,8 @@ TEST_CASE("a malformed header dict is refused without crashing", "[common]") {
       {"{'descr': '<f4', 'fortran_order': False, 'shape': [2, 3, 4, 5]}", "shape must be a tuple of integers"},
       {"{'descr': '<f4', 'fortran_order': False, 'shape': (2.0, 3, 4, 5)}", "expected ')' but found '.'"},
       {"{'descr': '<f4', 'fortran_order': False, 'shape': (2, , 4, 5)}", "a shape holds integers only"},
-      {"{'descr': [('x', '<f4')], 'fortran_order': False, 'shape': (2, 3, 4, 5)}", "structured dtypes are not supported"},
+      {"{'descr': [('x', '<f4')], 'fortran_order': False, 'shape': (2, 3, 4, 5)}",
+       "structured dtypes are not supported"},
       {"{'descr': '<f4, 'fortran_order': False, 'shape': (2, 3, 4, 5)}", "expected '}' but found 'f'"},
       {"{'descr': '<f4\\x00', 'fortran_order': False, 'shape': (2, 3, 4, 5)}", "escapes in strings are not supported"},
       {"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3, 4, 5)}}", "text after the closing '}'"},
@@ -254,17 +254,16 @@ TEST_CASE("a malformed header dict is refused without crashing", "[common]") {
   CHECK(message.find("(at byte 10 of the header \"{'descr': <f4}") != std::string::npos);
 }
 
-TEST_CASE("another dtype, Fortran order or a shape that is not 4-D is refused, saying what to do",
-          "[common]") {
+TEST_CASE("another dtype, Fortran order or a shape that is not 4-D is refused, saying what to do", "[common]") {
   auto with = [](const std::string& descr, const std::string& fortran, const std::string& shape) {
-    return npy_file(1, fmt::format("{{'descr': '{}', 'fortran_order': {}, 'shape': {}, }}", descr,
-                                   fortran, shape),
+    return npy_file(1, fmt::format("{{'descr': '{}', 'fortran_order': {}, 'shape': {}, }}", descr, fortran, shape),
                     float_bytes(120));
   };
   check_refused(with("<f8", "False", "(2, 3, 4, 5)"),
                 "dtype '<f8' is not supported: expected '<f4' (float32, little-endian); save float32");
-  check_refused(with(">f4", "False", "(2, 3, 4, 5)"), "dtype '>f4' is not supported: expected '<f4' "
-                                                       "(float32, little-endian); the file is big-endian");
+  check_refused(with(">f4", "False", "(2, 3, 4, 5)"),
+                "dtype '>f4' is not supported: expected '<f4' "
+                "(float32, little-endian); the file is big-endian");
   for (const char* other : {"|f4", "=f4", "<f2", "<i4", "float32", "<f4 ", ""}) {
     check_refused(with(other, "False", "(2, 3, 4, 5)"), fmt::format("dtype '{}' is not supported", other));
   }
@@ -278,12 +277,12 @@ TEST_CASE("another dtype, Fortran order or a shape that is not 4-D is refused, s
 
 TEST_CASE("data that does not match the shape is refused with both sizes", "[common]") {
   auto file = [](const std::string& shape, std::size_t values) {
-    return npy_file(1, "{'descr': '<f4', 'fortran_order': False, 'shape': " + shape + ", }",
-                    float_bytes(values));
+    return npy_file(1, "{'descr': '<f4', 'fortran_order': False, 'shape': " + shape + ", }", float_bytes(values));
   };
   check_refused(file("(2, 3, 4, 5)", 119),
                 "truncated data: shape (2, 3, 4, 5) needs 480 bytes of float32 values but the file holds only 476");
-  check_refused(file("(2, 3, 4, 5)", 121), "needs 480 bytes of float32 values but the file holds 484 after the header (4 too many)");
+  check_refused(file("(2, 3, 4, 5)", 121),
+                "needs 480 bytes of float32 values but the file holds 484 after the header (4 too many)");
   std::string odd = file("(2, 3, 4, 5)", 120);
   odd.pop_back();
   check_refused(odd, "holds only 479");
@@ -300,15 +299,16 @@ TEST_CASE("missing, unreadable and unwritable paths are refused with the path", 
   CHECK(message_of([&] { fa::read_npy_f32_4d(missing); }).find(missing + ": cannot open for reading") == 0);
   CHECK(message_of([&] { fa::read_npy_f32_4d(dir.path.string()); }).find("is a directory") != std::string::npos);
   const std::string nowhere = dir.file("no/such/folder/o.npy");
-  CHECK(message_of([&] { fa::write_npy_f32(nowhere, fa::Tensor4<float>(fa::Shape4{1, 1, 1, 1})); })
-            .find(nowhere + ": the folder") == 0);
+  CHECK(message_of([&] {
+          fa::write_npy_f32(nowhere, fa::Tensor4<float>(fa::Shape4{1, 1, 1, 1}));
+        }).find(nowhere + ": the folder") == 0);
   CHECK(message_of([&] { fa::check_output_path(nowhere); }).find("does not exist") != std::string::npos);
   CHECK(message_of([&] { fa::check_output_path(dir.path.string()); }).find("is a directory") != std::string::npos);
   CHECK(message_of([&] { fa::check_output_path(dir.file("fine.npy")); }).empty());
   // Files on disk go through the same checks as streams.
   const std::string f8 = dir.file("k.npy");
-  std::ofstream(f8, std::ios::binary)
-      << npy_file(1, "{'descr': '<f8', 'fortran_order': False, 'shape': (1, 1, 1, 1), }", std::string(8, '\0'));
+  std::ofstream(f8, std::ios::binary) << npy_file(
+      1, "{'descr': '<f8', 'fortran_order': False, 'shape': (1, 1, 1, 1), }", std::string(8, '\0'));
   CHECK(message_of([&] { fa::read_npy_f32_4d(f8); }).find(f8 + ": dtype '<f8' is not supported") == 0);
 }
 
@@ -329,8 +329,7 @@ TEST_CASE("a FIFO or a device is refused by name instead of waiting for a writer
   CHECK_THROWS_AS(fa::read_npy_shape(fifo), std::runtime_error);
 }
 
-TEST_CASE("a file whose shape needs more memory than the machine has is refused before allocating",
-          "[common]") {
+TEST_CASE("a file whose shape needs more memory than the machine has is refused before allocating", "[common]") {
   TempDir dir;
   // A sparse file: a header that asks for 2^37 floats (512 GiB) and that many bytes of holes.
   const std::string sparse = dir.file("huge.npy");
@@ -380,8 +379,7 @@ TEST_CASE("a write that fails part way leaves the earlier file whole and no part
   CHECK(files == 1);  // the temporary file was removed
 }
 
-TEST_CASE("every truncation and random damage of a good file is refused or read, never a crash",
-          "[common]") {
+TEST_CASE("every truncation and random damage of a good file is refused or read, never a crash", "[common]") {
   const std::string good = npy_file(2, kNumpyDict, float_bytes(120));
   // Cutting the file anywhere must be refused: every byte of it is needed.
   for (std::size_t n = 0; n < good.size(); ++n) {

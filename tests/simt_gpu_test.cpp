@@ -34,8 +34,7 @@ TEST_CASE("on the GPU the warp reduction and the shuffles equal the CPU emulatio
 }
 
 TEST_CASE("on the GPU the built-in indices and dynamic shared memory equal the CPU emulation", "[simt][gpu]") {
-  CHECK(simt_test::gpu::thread_indices({3, 2, 1}, {4, 3, 2}) ==
-        simt_test::cpu::thread_indices({3, 2, 1}, {4, 3, 2}));
+  CHECK(simt_test::gpu::thread_indices({3, 2, 1}, {4, 3, 2}) == simt_test::cpu::thread_indices({3, 2, 1}, {4, 3, 2}));
   const auto in = fa::normal<float>(4 * 64, 5);
   CHECK(same_bits(simt_test::gpu::reverse_blocks(in, 64), simt_test::cpu::reverse_blocks(in, 64)));
 }

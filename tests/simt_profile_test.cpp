@@ -67,9 +67,8 @@ TEST_CASE("shared wavefronts and bank conflicts of hand-worked warp instructions
   // 16 bytes, stride 4: each quarter-warp covers 32 words: 4 (the minimum).
   // 16 bytes, stride 8: a quarter-warp spans 64 words, 2 per bank: 8, 4 conflicts.
   // 16 bytes, stride 0: every phase reads the same four words: 1 each, 4 (the minimum).
-  const std::vector<Case> cases = {{1, 4, 1, 0},  {2, 4, 2, 1},  {32, 4, 32, 31}, {33, 4, 1, 0},
-                                   {0, 4, 1, 0},  {2, 8, 2, 0},  {4, 8, 4, 2},    {4, 16, 4, 0},
-                                   {8, 16, 8, 4}, {0, 16, 4, 0}};
+  const std::vector<Case> cases = {{1, 4, 1, 0}, {2, 4, 2, 1}, {32, 4, 32, 31}, {33, 4, 1, 0}, {0, 4, 1, 0},
+                                   {2, 8, 2, 0}, {4, 8, 4, 2}, {4, 16, 4, 0},   {8, 16, 8, 4}, {0, 16, 4, 0}};
   for (const Case& c : cases) {
     INFO("stride " << c.stride_words << " words, " << c.bytes << " bytes per lane");
     const simt::profile::SharedCost cost = simt::profile::shared_cost(strided(c.stride_words * 4, c.bytes));
@@ -127,9 +126,8 @@ TEST_CASE("profiled shared loads at strides 1, 2, 32, 33, 0, static and dynamic"
     unsigned stride, bytes;
     std::uint64_t wavefronts, conflicts;
   };
-  const std::vector<Case> cases = {{1, 4, 1, 0},  {2, 4, 2, 1}, {32, 4, 32, 31}, {33, 4, 1, 0},
-                                   {0, 4, 1, 0},  {2, 8, 2, 0}, {4, 8, 4, 2},    {4, 16, 4, 0},
-                                   {8, 16, 8, 4}};
+  const std::vector<Case> cases = {{1, 4, 1, 0}, {2, 4, 2, 1}, {32, 4, 32, 31}, {33, 4, 1, 0}, {0, 4, 1, 0},
+                                   {2, 8, 2, 0}, {4, 8, 4, 2}, {4, 16, 4, 0},   {8, 16, 8, 4}};
   for (const bool dynamic : {false, true}) {
     for (const Case& c : cases) {
       INFO((dynamic ? "dynamic" : "static") << " shared, stride " << c.stride << ", " << c.bytes << " bytes");
@@ -199,10 +197,10 @@ TEST_CASE("the profile's JSON has every key of every kernel", "[simt]") {
   k::divergent();
   simt::profile::stop();
   const std::string json = simt::profile::to_json(simt::profile::results());
-  for (const char* key : {"\"kernels\"", "\"kernel\"", "\"launches\": 1", "\"global_load\"", "\"global_store\"",
-                          "\"shared_load\"", "\"shared_store\"", "\"instructions\": 2", "\"bytes\": 128",
-                          "\"sectors\": 8", "\"wavefronts\"", "\"bank_conflicts\"", "\"worst_sites\"",
-                          "simt_profile_kernels.cuh"}) {
+  for (const char* key :
+       {"\"kernels\"", "\"kernel\"", "\"launches\": 1", "\"global_load\"", "\"global_store\"", "\"shared_load\"",
+        "\"shared_store\"", "\"instructions\": 2", "\"bytes\": 128", "\"sectors\": 8", "\"wavefronts\"",
+        "\"bank_conflicts\"", "\"worst_sites\"", "simt_profile_kernels.cuh"}) {
     INFO(json);
     CHECK(json.find(key) != std::string::npos);
   }
@@ -235,8 +233,8 @@ TEST_CASE("chapter 05's measured global bytes equal the bytes its traffic model 
     simt::profile::stop();
     const std::vector<KernelProfile> kernels = simt::profile::results();
     REQUIRE(kernels.size() == 1);
-    const ch05::HbmBytes model = ch05::fa2_kernel_bytes(
-        {c.batch_heads, c.seq_len_q, c.seq_len_k, c.head_dim, c.tile.Br, c.tile.Bc, c.causal});
+    const ch05::HbmBytes model =
+        ch05::fa2_kernel_bytes({c.batch_heads, c.seq_len_q, c.seq_len_k, c.head_dim, c.tile.Br, c.tile.Bc, c.causal});
     CHECK(kernels[0].global_load.bytes == model.q_read + model.k_read + model.v_read);
     CHECK(kernels[0].global_store.bytes == model.o_write + model.stats_write);
     if (c.seq_len_q == c.seq_len_k && !c.causal) {

@@ -22,9 +22,8 @@ namespace simt_tensor_test::SIMT_BACKEND {
 // ---- Kernels ---------------------------------------------------------------------------------
 
 // One mma per warp; lane l of warp w reads its registers at [(32 w + l) * k, ...).
-__global__ void mma_fragment_kernel(bool bf16, const std::uint32_t* __restrict__ a,
-                                    const std::uint32_t* __restrict__ b, const float* __restrict__ c,
-                                    float* __restrict__ d) {
+__global__ void mma_fragment_kernel(bool bf16, const std::uint32_t* __restrict__ a, const std::uint32_t* __restrict__ b,
+                                    const float* __restrict__ c, float* __restrict__ d) {
   const unsigned lane = blockIdx.x * blockDim.x + threadIdx.x;
   std::uint32_t ra[4], rb[2];
   float rc[4], rd[4];
@@ -50,11 +49,20 @@ __global__ void ldmatrix_kernel(const std::uint16_t* __restrict__ tile, const in
   const std::uint16_t* address = rows + 8 * row_of_lane[lane];
   std::uint32_t r[matrices];
   if constexpr (matrices == 1) {
-    if constexpr (trans) simt::ldmatrix_x1_trans(r, address); else simt::ldmatrix_x1(r, address);
+    if constexpr (trans)
+      simt::ldmatrix_x1_trans(r, address);
+    else
+      simt::ldmatrix_x1(r, address);
   } else if constexpr (matrices == 2) {
-    if constexpr (trans) simt::ldmatrix_x2_trans(r, address); else simt::ldmatrix_x2(r, address);
+    if constexpr (trans)
+      simt::ldmatrix_x2_trans(r, address);
+    else
+      simt::ldmatrix_x2(r, address);
   } else {
-    if constexpr (trans) simt::ldmatrix_x4_trans(r, address); else simt::ldmatrix_x4(r, address);
+    if constexpr (trans)
+      simt::ldmatrix_x4_trans(r, address);
+    else
+      simt::ldmatrix_x4(r, address);
   }
   for (int i = 0; i < matrices; ++i) out[matrices * lane + i] = r[i];
 }
@@ -68,9 +76,8 @@ __global__ void ldmatrix_kernel(const std::uint16_t* __restrict__ tile, const in
 //      B[2 (l % 4)][l / 4], B[2 (l % 4) + 1][l / 4] (+8i), which is what b[i] holds; lane l < 16
 //      gives row l of B (lanes 16..31 repeat lanes 0..15; their addresses are not used)
 //   D: d[i] is D[l / 4 + 8 (i / 2)][2 (l % 4) + i % 2]
-__global__ void mma_ldmatrix_kernel(bool bf16, const std::uint16_t* __restrict__ A,
-                                    const std::uint16_t* __restrict__ B, const float* __restrict__ C,
-                                    float* __restrict__ D) {
+__global__ void mma_ldmatrix_kernel(bool bf16, const std::uint16_t* __restrict__ A, const std::uint16_t* __restrict__ B,
+                                    const float* __restrict__ C, float* __restrict__ D) {
   __shared__ __align__(16) std::uint16_t a_tile[16 * 16];
   __shared__ __align__(16) std::uint16_t b_tile[16 * 8];
   const unsigned lane = threadIdx.x;
@@ -94,9 +101,8 @@ __global__ void mma_ldmatrix_kernel(bool bf16, const std::uint16_t* __restrict__
 // Thread t: cp.async src[4t..4t+3] -> its slot; commit; read the slot (before the wait: on a GPU
 // the value is undefined, on the CPU the old contents); wait; read it again; barrier; read the
 // next thread's slot.
-__global__ void async_copy_kernel(const std::uint32_t* __restrict__ src, bool valid,
-                                  std::uint32_t* __restrict__ before, std::uint32_t* __restrict__ after,
-                                  std::uint32_t* __restrict__ neighbour) {
+__global__ void async_copy_kernel(const std::uint32_t* __restrict__ src, bool valid, std::uint32_t* __restrict__ before,
+                                  std::uint32_t* __restrict__ after, std::uint32_t* __restrict__ neighbour) {
   SIMT_DYNAMIC_SHARED(std::uint32_t, slots);
   const unsigned t = threadIdx.x, n = blockDim.x;
   simt::cp_async_16(slots + 4 * t, src + 4 * t, valid);
@@ -109,10 +115,8 @@ __global__ void async_copy_kernel(const std::uint32_t* __restrict__ src, bool va
 }
 
 // Two groups per thread: slot 2t gets src[8t..8t+3] (group 0), slot 2t + 1 gets src[8t+4..] (group 1).
-__global__ void async_copy_two_groups_kernel(const std::uint32_t* __restrict__ src,
-                                             std::uint32_t* __restrict__ first1,
-                                             std::uint32_t* __restrict__ second1,
-                                             std::uint32_t* __restrict__ second0) {
+__global__ void async_copy_two_groups_kernel(const std::uint32_t* __restrict__ src, std::uint32_t* __restrict__ first1,
+                                             std::uint32_t* __restrict__ second1, std::uint32_t* __restrict__ second0) {
   SIMT_DYNAMIC_SHARED(std::uint32_t, slots);
   const unsigned t = threadIdx.x;
   simt::cp_async_16(slots + 8 * t, src + 8 * t);
@@ -245,8 +249,8 @@ std::vector<float> mma_fragments(bool bf16, std::span<const std::uint32_t> a, st
   simt::DeviceBuffer<std::uint32_t> d_a(a), d_b(b);
   simt::DeviceBuffer<float> d_c(c), d_d(c.size());
   const unsigned block = 64;
-  simt::launch<mma_fragment_kernel>(dim3(warps * 32 / block), dim3(block), 0, bf16, d_a.data(), d_b.data(),
-                                    d_c.data(), d_d.data());
+  simt::launch<mma_fragment_kernel>(dim3(warps * 32 / block), dim3(block), 0, bf16, d_a.data(), d_b.data(), d_c.data(),
+                                    d_d.data());
   return d_d.to_host();
 }
 
@@ -255,20 +259,26 @@ std::vector<std::uint32_t> run_ldmatrix(std::span<const std::uint16_t> tile, std
   simt::DeviceBuffer<std::uint16_t> d_tile(tile);
   simt::DeviceBuffer<int> d_rows(row_of_lane);
   simt::DeviceBuffer<std::uint32_t> d_out(32 * matrices);
-  simt::launch<ldmatrix_kernel<matrices, trans>>(dim3(1), dim3(32), 32 * 8 * sizeof(std::uint16_t),
-                                                 d_tile.data(), d_rows.data(), d_out.data());
+  simt::launch<ldmatrix_kernel<matrices, trans>>(dim3(1), dim3(32), 32 * 8 * sizeof(std::uint16_t), d_tile.data(),
+                                                 d_rows.data(), d_out.data());
   return d_out.to_host();
 }
 
 std::vector<std::uint32_t> ldmatrix_registers(int matrices, bool trans, std::span<const std::uint16_t> tile,
                                               std::span<const int> row_of_lane) {
   switch (matrices * 2 + (trans ? 1 : 0)) {
-    case 2: return run_ldmatrix<1, false>(tile, row_of_lane);
-    case 3: return run_ldmatrix<1, true>(tile, row_of_lane);
-    case 4: return run_ldmatrix<2, false>(tile, row_of_lane);
-    case 5: return run_ldmatrix<2, true>(tile, row_of_lane);
-    case 8: return run_ldmatrix<4, false>(tile, row_of_lane);
-    default: return run_ldmatrix<4, true>(tile, row_of_lane);
+    case 2:
+      return run_ldmatrix<1, false>(tile, row_of_lane);
+    case 3:
+      return run_ldmatrix<1, true>(tile, row_of_lane);
+    case 4:
+      return run_ldmatrix<2, false>(tile, row_of_lane);
+    case 5:
+      return run_ldmatrix<2, true>(tile, row_of_lane);
+    case 8:
+      return run_ldmatrix<4, false>(tile, row_of_lane);
+    default:
+      return run_ldmatrix<4, true>(tile, row_of_lane);
   }
 }
 
@@ -296,8 +306,7 @@ TwoGroupRun async_copy_two_groups(std::span<const std::uint32_t> src, unsigned t
 
 std::vector<std::uint32_t> async_copy_barrier_only(std::span<const std::uint32_t> src, unsigned threads) {
   simt::DeviceBuffer<std::uint32_t> d_src(src), neighbour(4 * threads);
-  simt::launch<async_copy_barrier_only_kernel>(dim3(1), dim3(threads), 16 * threads, d_src.data(),
-                                               neighbour.data());
+  simt::launch<async_copy_barrier_only_kernel>(dim3(1), dim3(threads), 16 * threads, d_src.data(), neighbour.data());
   return neighbour.to_host();
 }
 
@@ -309,8 +318,8 @@ Conversions conversions(std::span<const float> in) {
   const unsigned block = 64;
   simt::launch<conversion_kernel>(dim3((n + block - 1) / block), dim3(block), 0, d_in.data(), n, bf16_bits.data(),
                                   f16_bits.data(), bf16_back.data(), f16_back.data(), bf16x2.data(), f16x2.data());
-  return {bf16_bits.to_host(), f16_bits.to_host(), bf16_back.to_host(), f16_back.to_host(), bf16x2.to_host(),
-          f16x2.to_host()};
+  return {bf16_bits.to_host(), f16_bits.to_host(), bf16_back.to_host(),
+          f16_back.to_host(),  bf16x2.to_host(),   f16x2.to_host()};
 }
 
 }  // namespace simt_tensor_test::SIMT_BACKEND

@@ -70,13 +70,16 @@ struct MmaProblem {
 inline MmaProblem mma_problem(unsigned variant) {
   MmaProblem p{};
   for (unsigned i = 0; i < 16; ++i) {
-    for (unsigned k = 0; k < 16; ++k) p.A[i][k] = static_cast<float>(static_cast<int>((i * 7 + k * 3 + variant) % 9) - 4);
+    for (unsigned k = 0; k < 16; ++k)
+      p.A[i][k] = static_cast<float>(static_cast<int>((i * 7 + k * 3 + variant) % 9) - 4);
   }
   for (unsigned k = 0; k < 16; ++k) {
-    for (unsigned j = 0; j < 8; ++j) p.B[k][j] = static_cast<float>(static_cast<int>((k * 5 + j * 11 + 2 * variant) % 9) - 4);
+    for (unsigned j = 0; j < 8; ++j)
+      p.B[k][j] = static_cast<float>(static_cast<int>((k * 5 + j * 11 + 2 * variant) % 9) - 4);
   }
   for (unsigned i = 0; i < 16; ++i) {
-    for (unsigned j = 0; j < 8; ++j) p.C[i][j] = static_cast<float>(static_cast<int>((i * 13 + j * 29 + variant) % 101) - 50);
+    for (unsigned j = 0; j < 8; ++j)
+      p.C[i][j] = static_cast<float>(static_cast<int>((i * 13 + j * 29 + variant) % 101) - 50);
   }
   return p;
 }
@@ -85,7 +88,8 @@ inline MmaProblem mma_problem(unsigned variant) {
 // conversions): bf16 is the top half of the float; f16 of an integer |v| <= 16 is sign, exponent
 // 15 + e, 10 fraction bits.
 inline std::uint16_t bf16_of_small_integer(float v) {
-  return static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(v) >> 16);  // exact for integers of up to 8 significant bits
+  return static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(v) >>
+                                    16);  // exact for integers of up to 8 significant bits
 }
 inline std::uint16_t f16_of_small_integer(float v) {
   if (v == 0.0f) return 0;
@@ -105,7 +109,8 @@ struct RowMajorProblem {
 };
 inline RowMajorProblem row_major(const MmaProblem& p, bool bf16) {
   const auto encode = [&](float v) { return bf16 ? bf16_of_small_integer(v) : f16_of_small_integer(v); };
-  RowMajorProblem m{std::vector<std::uint16_t>(16 * 16), std::vector<std::uint16_t>(16 * 8), std::vector<float>(16 * 8)};
+  RowMajorProblem m{std::vector<std::uint16_t>(16 * 16), std::vector<std::uint16_t>(16 * 8),
+                    std::vector<float>(16 * 8)};
   for (unsigned r = 0; r < 16; ++r) {
     for (unsigned k = 0; k < 16; ++k) m.A[r * 16 + k] = encode(p.A[r][k]);
     for (unsigned n = 0; n < 8; ++n) m.C[r * 8 + n] = p.C[r][n];
@@ -175,7 +180,8 @@ inline std::vector<int> scrambled_rows() {
 // correspond to the rows of the first matrix, addresses addr8-addr15 ... the second"); element
 // (j, c) goes to lane 4j + c/2 (without .trans) or, read down the columns, element (j, c) to lane
 // 4c + j/2 (with .trans); register i.
-inline std::vector<std::uint32_t> expected_ldmatrix(unsigned matrices, bool trans, const std::vector<int>& row_of_lane) {
+inline std::vector<std::uint32_t> expected_ldmatrix(unsigned matrices, bool trans,
+                                                    const std::vector<int>& row_of_lane) {
   std::vector<std::uint32_t> regs(32 * matrices, 0);
   for (unsigned i = 0; i < matrices; ++i) {
     for (unsigned j = 0; j < 8; ++j) {
@@ -229,9 +235,7 @@ inline const std::vector<RoundingCase> rounding_cases = {
 };
 
 // The float that a bf16 or f16 bit pattern stands for, written out.
-inline float bf16_value(std::uint16_t bits) {
-  return std::bit_cast<float>(std::uint32_t{bits} << 16);
-}
+inline float bf16_value(std::uint16_t bits) { return std::bit_cast<float>(std::uint32_t{bits} << 16); }
 inline float f16_value(std::uint16_t bits) {
   const int exponent = (bits >> 10) & 0x1f;
   const int fraction = bits & 0x3ff;

@@ -226,8 +226,8 @@ TEST_CASE("a __syncthreads() without cp_async_wait_group reads the old contents"
 TEST_CASE("mma called at two places by the two halves of a warp is reported with each lane's place", "[simt]") {
   ControlsGuard guard;
   simt::DeviceBuffer<float> out(64);
-  const auto message = runtime_error_of(
-      [&] { simt::launch<cpu::mma_two_places_kernel>(dim3(1), dim3(64), 0, out.data()); });
+  const auto message =
+      runtime_error_of([&] { simt::launch<cpu::mma_two_places_kernel>(dim3(1), dim3(64), 0, out.data()); });
   INFO(message);
   CHECK(contains(message, "mma_two_places_kernel"));
   CHECK(contains(message, "block (0, 0, 0)"));
@@ -239,8 +239,8 @@ TEST_CASE("mma called at two places by the two halves of a warp is reported with
 TEST_CASE("mma that half a warp skips for a barrier is reported, not a hang", "[simt]") {
   ControlsGuard guard;
   simt::DeviceBuffer<float> out(32);
-  const auto message = runtime_error_of(
-      [&] { simt::launch<cpu::mma_and_barrier_kernel>(dim3(1), dim3(32), 0, out.data()); });
+  const auto message =
+      runtime_error_of([&] { simt::launch<cpu::mma_and_barrier_kernel>(dim3(1), dim3(32), 0, out.data()); });
   INFO(message);
   CHECK(contains(message, "16 of the 32 lanes of warp 0 wait at a warp-collective instruction"));
   CHECK(contains(message, "lanes 0-15 at mma_m16n8k16_f16"));
@@ -250,8 +250,8 @@ TEST_CASE("mma that half a warp skips for a barrier is reported, not a hang", "[
 TEST_CASE("mma after some lanes have returned is reported", "[simt]") {
   ControlsGuard guard;
   simt::DeviceBuffer<float> out(32);
-  const auto message = runtime_error_of(
-      [&] { simt::launch<cpu::mma_after_return_kernel>(dim3(1), dim3(32), 0, out.data()); });
+  const auto message =
+      runtime_error_of([&] { simt::launch<cpu::mma_after_return_kernel>(dim3(1), dim3(32), 0, out.data()); });
   INFO(message);
   CHECK(contains(message, "24 of the 32 lanes of warp 0"));
   CHECK(contains(message, "lanes 24-31 exited (returned from the kernel)"));
@@ -260,8 +260,8 @@ TEST_CASE("mma after some lanes have returned is reported", "[simt]") {
 TEST_CASE("mma in a block that is not whole warps is an error, not a hang", "[simt]") {
   ControlsGuard guard;
   simt::DeviceBuffer<float> out(48);
-  const auto message = runtime_error_of(
-      [&] { simt::launch<cpu::mma_any_block_kernel>(dim3(1), dim3(48), 0, out.data()); });
+  const auto message =
+      runtime_error_of([&] { simt::launch<cpu::mma_any_block_kernel>(dim3(1), dim3(48), 0, out.data()); });
   INFO(message);
   CHECK(contains(message, "in a block of 48 threads"));
   CHECK(contains(message, "must be a multiple of 32"));
@@ -291,7 +291,8 @@ TEST_CASE("ldmatrix row addresses outside shared memory or misaligned are report
 TEST_CASE("ldmatrix x4 and x4.trans called by the two halves of a warp is reported", "[simt]") {
   ControlsGuard guard;
   simt::DeviceBuffer<std::uint32_t> out(32);
-  const auto message = runtime_error_of([&] { simt::launch<cpu::ldmatrix_mixed_kernel>(dim3(1), dim3(32), 0, out.data()); });
+  const auto message =
+      runtime_error_of([&] { simt::launch<cpu::ldmatrix_mixed_kernel>(dim3(1), dim3(32), 0, out.data()); });
   INFO(message);
   CHECK(contains(message, "lanes 0-15 at ldmatrix_x4 ("));
   CHECK(contains(message, "lanes 16-31 at ldmatrix_x4_trans ("));

@@ -176,9 +176,8 @@ TEST_CASE("a kernel with a barrier removed gives a wrong result under some sched
 TEST_CASE("a barrier that only half the block reaches is reported with the counts", "[simt]") {
   ControlsGuard guard;
   simt::DeviceBuffer<float> out(2 * 64);
-  const auto message = runtime_error_of([&] {
-    simt::launch<simt_test::cpu::early_return_kernel>(dim3(2), dim3(64), 0, out.data());
-  });
+  const auto message =
+      runtime_error_of([&] { simt::launch<simt_test::cpu::early_return_kernel>(dim3(2), dim3(64), 0, out.data()); });
   INFO(message);
   CHECK(contains(message, "early_return_kernel"));
   CHECK(contains(message, "block (0, 0, 0)"));
@@ -194,9 +193,8 @@ TEST_CASE("a barrier that only half the block reaches is reported with the count
 TEST_CASE("threads waiting at two different barriers are reported", "[simt]") {
   ControlsGuard guard;
   simt::DeviceBuffer<float> out(64);
-  const auto message = runtime_error_of([&] {
-    simt::launch<simt_test::cpu::two_barriers_kernel>(dim3(1), dim3(64), 0, out.data());
-  });
+  const auto message =
+      runtime_error_of([&] { simt::launch<simt_test::cpu::two_barriers_kernel>(dim3(1), dim3(64), 0, out.data()); });
   INFO(message);
   CHECK(contains(message, "two_barriers_kernel"));
   CHECK(contains(message, "32 of 64 threads arrived"));
@@ -207,9 +205,8 @@ TEST_CASE("a shuffle that some lanes skip for a barrier is reported", "[simt]") 
   ControlsGuard guard;
   simt::DeviceBuffer<float> out(64);
   out.fill(1.0f);
-  const auto message = runtime_error_of([&] {
-    simt::launch<simt_test::cpu::shuffle_and_barrier_kernel>(dim3(1), dim3(64), 0, out.data());
-  });
+  const auto message = runtime_error_of(
+      [&] { simt::launch<simt_test::cpu::shuffle_and_barrier_kernel>(dim3(1), dim3(64), 0, out.data()); });
   INFO(message);
   CHECK(contains(message, "31 of the 32 unfinished lanes of warp 0 arrived at __shfl_xor_sync"));
   CHECK(contains(message, "1 wait at __syncthreads()"));
@@ -219,16 +216,14 @@ TEST_CASE("shuffles the CPU cannot give a defined value are errors", "[simt]") {
   ControlsGuard guard;
   simt::DeviceBuffer<float> out(48);
   out.fill(1.0f);
-  const auto half = runtime_error_of([&] {
-    simt::launch<simt_test::cpu::half_mask_kernel>(dim3(1), dim3(32), 0, out.data());
-  });
+  const auto half =
+      runtime_error_of([&] { simt::launch<simt_test::cpu::half_mask_kernel>(dim3(1), dim3(32), 0, out.data()); });
   INFO(half);
   CHECK(contains(half, "half_mask_kernel"));
   CHECK(contains(half, "use the full mask 0xffffffff"));
 
-  const auto partial = runtime_error_of([&] {
-    simt::launch<simt_test::cpu::partial_warp_kernel>(dim3(1), dim3(48), 0, out.data());
-  });
+  const auto partial =
+      runtime_error_of([&] { simt::launch<simt_test::cpu::partial_warp_kernel>(dim3(1), dim3(48), 0, out.data()); });
   INFO(partial);
   CHECK(contains(partial, "reads lane 16 in __shfl_xor_sync"));
   CHECK(contains(partial, "which does not exist: the block has 48 threads"));
@@ -248,12 +243,12 @@ TEST_CASE("on the CPU launch_async and an asynchronous LaunchMode finish the gri
       simt::launch_async<reverse_kernel>(dim3(8), dim3(64), 64 * sizeof(float), d_in.data(), d_out.data());
     }
     if (way == 1) {
-      simt::launch<reverse_kernel>(simt::LaunchMode::asynchronous, dim3(8), dim3(64), 64 * sizeof(float),
-                                   d_in.data(), d_out.data());
+      simt::launch<reverse_kernel>(simt::LaunchMode::asynchronous, dim3(8), dim3(64), 64 * sizeof(float), d_in.data(),
+                                   d_out.data());
     }
     if (way == 2) {
-      simt::launch<reverse_kernel>(simt::LaunchMode::synchronous, dim3(8), dim3(64), 64 * sizeof(float),
-                                   d_in.data(), d_out.data());
+      simt::launch<reverse_kernel>(simt::LaunchMode::synchronous, dim3(8), dim3(64), 64 * sizeof(float), d_in.data(),
+                                   d_out.data());
     }
     INFO("way " << way << " (0: launch_async, 1: LaunchMode::asynchronous, 2: LaunchMode::synchronous)");
     CHECK(d_out.to_host() == expected);  // read at once: the whole grid ran before the return
@@ -274,7 +269,7 @@ TEST_CASE("bad launch configurations are rejected before anything runs", "[simt]
   CHECK_THROWS_AS(launch(dim3(1), dim3(32, 0), 128), std::invalid_argument);
   CHECK_THROWS_AS(launch(dim3(1), dim3(1025), 4100), std::invalid_argument);
   CHECK_THROWS_AS(launch(dim3(1), dim3(64, 4, 5), 0), std::invalid_argument);  // 1280 threads
-  CHECK_THROWS_AS(launch(dim3(1), dim3(1, 1, 65), 0), std::invalid_argument);   // z <= 64
+  CHECK_THROWS_AS(launch(dim3(1), dim3(1, 1, 65), 0), std::invalid_argument);  // z <= 64
   CHECK_THROWS_AS(launch(dim3(1, 65536), dim3(32), 128), std::invalid_argument);
   // 48 KiB is CUDA's default limit for dynamic shared memory; above it, a kernel must opt in.
   CHECK_THROWS_AS(launch(dim3(1), dim3(32), 48 * 1024 + 4), std::invalid_argument);

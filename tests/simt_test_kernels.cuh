@@ -39,8 +39,7 @@ __global__ void block_sum_kernel(const float* __restrict__ in, float* __restrict
 // The same kernel with the first barrier forgotten: a thread may add tile[t + stride] before the
 // thread that loads it has run. Under the in_order schedule thread 0 runs first and reads slots
 // that hold nothing of this block yet.
-__global__ void block_sum_missing_barrier_kernel(const float* __restrict__ in, float* __restrict__ out,
-                                                 unsigned n) {
+__global__ void block_sum_missing_barrier_kernel(const float* __restrict__ in, float* __restrict__ out, unsigned n) {
   __shared__ float tile[max_block];
   const unsigned t = threadIdx.x;
   const unsigned i = blockIdx.x * blockDim.x + t;
@@ -160,9 +159,7 @@ __global__ void shuffle_and_barrier_kernel(float* out) {
 }
 
 // A shuffle with a partial mask: the CPU emulation accepts only the full mask.
-__global__ void half_mask_kernel(float* out) {
-  out[threadIdx.x] = __shfl_xor_sync(0x0000ffffu, out[threadIdx.x], 1);
-}
+__global__ void half_mask_kernel(float* out) { out[threadIdx.x] = __shfl_xor_sync(0x0000ffffu, out[threadIdx.x], 1); }
 
 // With 48 threads, lanes 0..15 of warp 1 read lanes 16..31 in the first step, which do not exist.
 __global__ void partial_warp_kernel(float* out) {
@@ -185,47 +182,44 @@ std::vector<float> block_sums_missing_barrier(std::span<const float> in, unsigne
   const auto n = static_cast<unsigned>(in.size());
   const unsigned blocks = (n + block - 1) / block;
   simt::DeviceBuffer<float> d_in(in), d_out(blocks);
-  simt::launch<block_sum_missing_barrier_kernel>(dim3(blocks), dim3(block), 0, d_in.data(),
-                                                 d_out.data(), n);
+  simt::launch<block_sum_missing_barrier_kernel>(dim3(blocks), dim3(block), 0, d_in.data(), d_out.data(), n);
   return d_out.to_host();
 }
 
 std::vector<float> warp_sums(std::span<const float> in) {
   const unsigned block = 128;
   simt::DeviceBuffer<float> d_in(in), d_out(in.size() / 32);
-  simt::launch<warp_sum_kernel>(dim3(static_cast<unsigned>(in.size()) / block), dim3(block), 0,
-                                d_in.data(), d_out.data());
+  simt::launch<warp_sum_kernel>(dim3(static_cast<unsigned>(in.size()) / block), dim3(block), 0, d_in.data(),
+                                d_out.data());
   return d_out.to_host();
 }
 
 std::vector<int> warp_shuffles(std::span<const int> in) {
   const unsigned block = 64;
   simt::DeviceBuffer<int> d_in(in), d_out(5 * in.size());
-  simt::launch<warp_shuffles_kernel>(dim3(static_cast<unsigned>(in.size()) / block), dim3(block), 0,
-                                     d_in.data(), d_out.data());
+  simt::launch<warp_shuffles_kernel>(dim3(static_cast<unsigned>(in.size()) / block), dim3(block), 0, d_in.data(),
+                                     d_out.data());
   return d_out.to_host();
 }
 
 std::vector<unsigned> thread_indices(std::array<unsigned, 3> grid, std::array<unsigned, 3> block) {
-  const std::size_t threads =
-      std::size_t{grid[0]} * grid[1] * grid[2] * block[0] * block[1] * block[2];
+  const std::size_t threads = std::size_t{grid[0]} * grid[1] * grid[2] * block[0] * block[1] * block[2];
   simt::DeviceBuffer<unsigned> d_out(12 * threads);
-  simt::launch<thread_index_kernel>(dim3(grid[0], grid[1], grid[2]), dim3(block[0], block[1], block[2]),
-                                    0, d_out.data());
+  simt::launch<thread_index_kernel>(dim3(grid[0], grid[1], grid[2]), dim3(block[0], block[1], block[2]), 0,
+                                    d_out.data());
   return d_out.to_host();
 }
 
 std::vector<float> reverse_blocks(std::span<const float> in, unsigned block) {
   simt::DeviceBuffer<float> d_in(in), d_out(in.size());
-  simt::launch<reverse_kernel>(dim3(static_cast<unsigned>(in.size()) / block), dim3(block),
-                               block * sizeof(float), d_in.data(), d_out.data());
+  simt::launch<reverse_kernel>(dim3(static_cast<unsigned>(in.size()) / block), dim3(block), block * sizeof(float),
+                               d_in.data(), d_out.data());
   return d_out.to_host();
 }
 
 std::vector<float> unwritten_dynamic_shared(unsigned blocks, unsigned block) {
   simt::DeviceBuffer<float> d_out(std::size_t{blocks} * block);
-  simt::launch<unwritten_dynamic_shared_kernel>(dim3(blocks), dim3(block), block * sizeof(float),
-                                                d_out.data());
+  simt::launch<unwritten_dynamic_shared_kernel>(dim3(blocks), dim3(block), block * sizeof(float), d_out.data());
   return d_out.to_host();
 }
 
@@ -243,8 +237,7 @@ int count_negative(std::span<const float> in) {
   simt::DeviceBuffer<float> d_in(in);
   simt::DeviceBuffer<int> d_count(1);
   d_count.fill(0);
-  simt::launch<count_negative_kernel>(dim3((n + block - 1) / block), dim3(block), 0, d_in.data(), n,
-                                      d_count.data());
+  simt::launch<count_negative_kernel>(dim3((n + block - 1) / block), dim3(block), 0, d_in.data(), n, d_count.data());
   return d_count.to_host()[0];
 }
 

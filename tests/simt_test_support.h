@@ -26,9 +26,11 @@ struct NamedSchedule {
   simt::Schedule schedule;
   std::uint64_t seed;
 };
-inline const std::vector<NamedSchedule> all_schedules = {
-    {simt::Schedule::in_order, 0}, {simt::Schedule::reverse, 0}, {simt::Schedule::random, 1},
-    {simt::Schedule::random, 2},   {simt::Schedule::random, 3}};
+inline const std::vector<NamedSchedule> all_schedules = {{simt::Schedule::in_order, 0},
+                                                         {simt::Schedule::reverse, 0},
+                                                         {simt::Schedule::random, 1},
+                                                         {simt::Schedule::random, 2},
+                                                         {simt::Schedule::random, 3}};
 
 inline std::string name(const NamedSchedule& s) {
   return std::string(simt::to_string(s.schedule)) + ":" + std::to_string(s.seed);
@@ -46,8 +48,6 @@ std::string runtime_error_of(F&& launch) {
   return {};
 }
 
-inline bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+inline bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 }  // namespace simt_test

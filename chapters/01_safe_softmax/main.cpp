@@ -18,8 +18,8 @@
 #include <fmt/ranges.h>
 
 #include "chapters/01_safe_softmax/safe_softmax.h"
-#include "common/compare.h"
 #include "common/cli.h"
+#include "common/compare.h"
 #include "common/program.h"
 
 namespace {
@@ -99,8 +99,9 @@ int main(int argc, char** argv) {
       in_double = show<double>("double", {1000.0, 999.0});
       fmt::print("\nexp(100) overflows a float (the largest is about 3.4e38 = exp(88.7)):\n");
       in_float = show<float>("float", {100.0, 99.0});
-      fmt::print("\nThe safe weights are exp(0) / (1 + exp(-1)) = 0.731059 and exp(-1) / (1 + exp(-1)) = 0.268941,\n"
-                 "whatever constant is added to both scores.\n");
+      fmt::print(
+          "\nThe safe weights are exp(0) / (1 + exp(-1)) = 0.731059 and exp(-1) / (1 + exp(-1)) = 0.268941,\n"
+          "whatever constant is added to both scores.\n");
     }
     return fa::demo::Check{
         "01", "safe softmax vs the definition in long double",

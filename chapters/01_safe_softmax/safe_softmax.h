@@ -86,8 +86,12 @@ double definition_bound(std::size_t n) {
 
 // Convenience overloads for a std::vector argument.
 template <std::floating_point T>
-std::vector<T> textbook_softmax(const std::vector<T>& x) { return textbook_softmax(std::span<const T>(x)); }
+std::vector<T> textbook_softmax(const std::vector<T>& x) {
+  return textbook_softmax(std::span<const T>(x));
+}
 template <std::floating_point T>
-std::vector<T> safe_softmax(const std::vector<T>& x) { return safe_softmax(std::span<const T>(x)); }
+std::vector<T> safe_softmax(const std::vector<T>& x) {
+  return safe_softmax(std::span<const T>(x));
+}
 
 }  // namespace ch01

@@ -26,14 +26,14 @@
 #include "chapters/01_safe_softmax/safe_softmax.h"
 #include "chapters/02_online_softmax/online_softmax.h"
 #include "chapters/02_online_softmax/trace.h"
-#include "common/compare.h"
 #include "common/cli.h"
+#include "common/compare.h"
 #include "common/program.h"
 #include "common/random.h"
 
 namespace {
 
-constexpr std::size_t bar_width = 40;         // '#' characters for a term of 1.0, the largest
+constexpr std::size_t bar_width = 40;          // '#' characters for a term of 1.0, the largest
 constexpr std::size_t max_traced_scores = 64;  // the trace prints ~n*n/(2*block) lines
 
 // A term in [0, 1] as a bar of '#', bar_width long for 1.0; "NaN" for a NaN term.
@@ -70,8 +70,10 @@ struct TraceCheck {
 // Prints the trace of scores in blocks of `block`, and returns its check against chapter 01.
 TraceCheck print_trace(const std::vector<double>& scores, std::size_t block) {
   if (scores.size() > max_traced_scores) {
-    throw std::invalid_argument(fmt::format("--trace prints every term at every step; give at most {} "
-                                            "scores (got {})", max_traced_scores, scores.size()));
+    throw std::invalid_argument(
+        fmt::format("--trace prints every term at every step; give at most {} "
+                    "scores (got {})",
+                    max_traced_scores, scores.size()));
   }
   const auto t = ch02::online_softmax_trace(scores, block);
   fmt::print("Trace of x = [{:g}] in blocks of {}. Each bar is one term exp(x_j - m) of l; {} '#' = 1.0.\n",
@@ -80,8 +82,8 @@ TraceCheck print_trace(const std::vector<double>& scores, std::size_t block) {
     const auto& s = t.steps[k];
     fmt::print("\nstep {}: {}\n", k + 1, arrived(t, s));
     fmt::print("  m: {:g} -> {:g}   {}\n", s.m_before, s.m_after, rescale_reason(s));
-    fmt::print("  l: l * rescale + block sum = {:.6g} * {:.6g} + {:.6g} = {:.6g}\n", s.l_before, s.rescale,
-               s.block_sum, s.l_after);
+    fmt::print("  l: l * rescale + block sum = {:.6g} * {:.6g} + {:.6g} = {:.6g}\n", s.l_before, s.rescale, s.block_sum,
+               s.l_after);
     for (std::size_t j = 0; j < s.terms.size(); ++j) {
       fmt::print("     x[{}] = {:<8g} {:<11.6g} {}{}\n", j, t.x[j], s.terms[j], bar(s.terms[j]),
                  j >= s.first ? "   (new)" : "");
@@ -112,8 +114,8 @@ struct Agreement {
 // relative difference and ulp distance) and against the exact weights (largest relative error).
 // worst: the largest "vs ch01" difference so far, raised to this row's.
 template <class T>
-std::string agreement(const std::vector<double>& drawn, const std::vector<long double>& exact,
-                      std::size_t block, double& worst) {
+std::string agreement(const std::vector<double>& drawn, const std::vector<long double>& exact, std::size_t block,
+                      double& worst) {
   const std::vector<T> x(drawn.begin(), drawn.end());
   const auto online = ch02::online_softmax(x, block);
   const auto safe = ch01::safe_softmax(x);
@@ -136,13 +138,14 @@ Agreement print_agreement(std::size_t n, std::uint64_t seed, std::size_t extra_b
   const auto drawn = fa::normal<double>(n, seed, 0.0, 5.0);
   // The exact weights, near enough: chapter 01's safe softmax in long double (64-bit mantissa).
   const auto exact = ch01::safe_softmax(std::vector<long double>(drawn.begin(), drawn.end()));
-  fmt::print("Agreement on {} random scores (normal, mean 0, standard deviation 5, seed {}):\n"
-             "the largest relative difference of a weight, online against chapter 01 (and in ulps),\n"
-             "and online against the exact weights (the definition evaluated in long double).\n\n",
-             n, seed);
+  fmt::print(
+      "Agreement on {} random scores (normal, mean 0, standard deviation 5, seed {}):\n"
+      "the largest relative difference of a weight, online against chapter 01 (and in ulps),\n"
+      "and online against the exact weights (the definition evaluated in long double).\n\n",
+      n, seed);
   fmt::print("  {:>8}   {:<29}   {:<29}\n", "block", "double", "float");
-  fmt::print("  {:>8}   {:>9} {:>6}  {:>9}     {:>9} {:>6}  {:>9}\n", "", "vs ch01", "ulp", "vs exact",
-             "vs ch01", "ulp", "vs exact");
+  fmt::print("  {:>8}   {:>9} {:>6}  {:>9}     {:>9} {:>6}  {:>9}\n", "", "vs ch01", "ulp", "vs exact", "vs ch01",
+             "ulp", "vs exact");
   // A few block sizes below n, n itself (one block: chapter 01's order of additions), and --block.
   std::vector<std::size_t> blocks{n, std::min(extra_block, n)};
   for (std::size_t b : {1, 2, 3, 7, 64, 1024}) {
@@ -159,12 +162,13 @@ Agreement print_agreement(std::size_t n, std::uint64_t seed, std::size_t extra_b
   }
   fmt::print("  {:>8}   {:>27.2g}     {:>27.2g}\n", "ch01", chapter_01_error<double>(drawn, exact),
              chapter_01_error<float>(drawn, exact));
-  fmt::print("\nIn exact arithmetic the two forms compute the same m and the same l. In floating point l is\n"
-             "a sum of {} rounded terms, and the forms round their additions in different places\n"
-             "(the online sum is rescaled when the max rises, and summed block by block), so each is off\n"
-             "the exact weights by its own summation error (last line: chapter 01's), and they differ from\n"
-             "each other by about as much. With one block the order is chapter 01's and they agree exactly.\n",
-             n);
+  fmt::print(
+      "\nIn exact arithmetic the two forms compute the same m and the same l. In floating point l is\n"
+      "a sum of {} rounded terms, and the forms round their additions in different places\n"
+      "(the online sum is rescaled when the max rises, and summed block by block), so each is off\n"
+      "the exact weights by its own summation error (last line: chapter 01's), and they differ from\n"
+      "each other by about as much. With one block the order is chapter 01's and they agree exactly.\n",
+      n);
   return worst;
 }
 

@@ -92,11 +92,11 @@ struct OnlineState {
   // works, 1 included; an empty block changes nothing and returns 1. Never throws.
   T update(std::span<const T> block) {
     const T block_m = block_max(block);
-    const T m_new = block_m > m ? block_m : m;      // line 2: the max so far, this block included
-    const T m_safe = safe_max(m_new);               // the guard (see safe_max)
-    const T rescale = std::exp(m - m_safe);         // line 3: how much the old terms must shrink
-    l = l * rescale + block_sum(block, m_safe);     // line 4: rescale what is already there, add the block
-    m = m_new;                                      // line 5
+    const T m_new = block_m > m ? block_m : m;   // line 2: the max so far, this block included
+    const T m_safe = safe_max(m_new);            // the guard (see safe_max)
+    const T rescale = std::exp(m - m_safe);      // line 3: how much the old terms must shrink
+    l = l * rescale + block_sum(block, m_safe);  // line 4: rescale what is already there, add the block
+    m = m_new;                                   // line 5
     return rescale;
   }
 };

@@ -83,8 +83,8 @@ std::string check_row(Kernel kernel, std::span<const float> x, Store store, cons
   const fa::ErrorStats error = fa::compare(std::span<const float>(p.get(), x.size()), std::span<const double>(ref));
   const double bound = fa::bound_from_plain(plain_error.rel_l2);
   if (error.rel_l2 <= bound) return "";
-  return fmt::format("vectorised softmax disagrees with chapter 01 on {}: {}; bound {}", what,
-                     fa::describe(error), fa::explain_bound(plain_error.rel_l2));
+  return fmt::format("vectorised softmax disagrees with chapter 01 on {}: {}; bound {}", what, fa::describe(error),
+                     fa::explain_bound(plain_error.rel_l2));
 }
 
 // The row of the benchmark (up to 1e6 scores; above that the scalar references take seconds, and
@@ -106,11 +106,11 @@ std::string check(Kernel kernel, const Row& r, std::size_t n, Store store) {
   nan_row[2049] = std::numeric_limits<float>::quiet_NaN();  // in the third block
   std::vector<float> all_masked(2500, -inf);
   std::vector<float> masked_start = fa::normal<float>(2500, 9, 0.0, 5.0);  // 9: a random seed
-  std::fill(masked_start.begin(), masked_start.begin() + 1500, -inf);  // m stays -inf for a block
-  for (const auto& [row, what] : {std::pair{&masked, "a row with every third score -inf"},
-                                  std::pair{&all_masked, "a row of only -inf"},
-                                  std::pair{&masked_start, "a row whose first 1500 scores are -inf"},
-                                  std::pair{&nan_row, "a row with one NaN"}}) {
+  std::fill(masked_start.begin(), masked_start.begin() + 1500, -inf);      // m stays -inf for a block
+  for (const auto& [row, what] :
+       {std::pair{&masked, "a row with every third score -inf"}, std::pair{&all_masked, "a row of only -inf"},
+        std::pair{&masked_start, "a row whose first 1500 scores are -inf"},
+        std::pair{&nan_row, "a row with one NaN"}}) {
     if (std::string wrong = check_row(kernel, *row, store, what); !wrong.empty()) return wrong;
   }
   return "";

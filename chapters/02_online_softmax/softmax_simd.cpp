@@ -7,9 +7,9 @@
 // through `#pragma omp simd`): glibc declares its vector expf to the compiler only under
 // -ffast-math (bits/math-vector.h tests __FAST_MATH__), whose -ffinite-math-only lets the compiler
 // assume that no score is -inf or NaN, and those are exactly the cases the book's softmax
-// defines (a masked score, a fully masked row, a NaN that must reach the output). Highway's Exp is an ordinary function of a vector, needs no fast-math, is within
-// 1 ulp of exp, runs on any CPU (x86, Arm, RISC-V, with a scalar fallback), is packaged by Debian
-// and Ubuntu (libhwy-dev), and the choice of instruction set is made at run time, so one binary
+// defines (a masked score, a fully masked row, a NaN that must reach the output). Highway's Exp is an ordinary function
+// of a vector, needs no fast-math, is within 1 ulp of exp, runs on any CPU (x86, Arm, RISC-V, with a scalar fallback),
+// is packaged by Debian and Ubuntu (libhwy-dev), and the choice of instruction set is made at run time, so one binary
 // is fast on both an old and a new CPU.
 //
 // Loads and the tail: a row is read in whole vectors of N lanes (N = 8 floats with AVX2); the last
@@ -46,8 +46,7 @@ HWY_INLINE V load_scores(D d, const float* HWY_RESTRICT x, std::size_t i, std::s
   const std::size_t N = hn::Lanes(d);
   if (i + N <= n) return hn::LoadU(d, x + i);
   const auto in_row = hn::FirstN(d, n - i);
-  return hn::IfThenElse(in_row, hn::MaskedLoad(in_row, d, x + i),
-                        hn::Set(d, -std::numeric_limits<float>::infinity()));
+  return hn::IfThenElse(in_row, hn::MaskedLoad(in_row, d, x + i), hn::Set(d, -std::numeric_limits<float>::infinity()));
 }
 
 // term(x_j, m) of online_softmax.h: exp(x_j - m). Highway's Exp returns 0 for every argument below
@@ -60,8 +59,7 @@ HWY_INLINE V term(D d, V x, V m) { return hn::Exp(d, hn::Sub(x, m)); }
 
 // max_{i0 <= j < i1} x_j, broadcast to every lane; -inf for an empty range. A NaN is never the max
 // (x86's max returns its second operand when the first is NaN); it is recorded in `nan` instead.
-HWY_INLINE V range_max(D d, const float* HWY_RESTRICT x, std::size_t i0, std::size_t i1,
-                       hn::Mask<D>& nan) {
+HWY_INLINE V range_max(D d, const float* HWY_RESTRICT x, std::size_t i0, std::size_t i1, hn::Mask<D>& nan) {
   const std::size_t N = hn::Lanes(d);
   const V neg_inf = hn::Set(d, -std::numeric_limits<float>::infinity());
   V m0 = neg_inf, m1 = neg_inf, m2 = neg_inf, m3 = neg_inf;
@@ -97,8 +95,7 @@ HWY_INLINE void fetch_ahead(const float* HWY_RESTRICT x, std::size_t i, std::siz
 }
 
 // sum_{i0 <= j < i1} term(x_j, m), broadcast to every lane; n: the row's length, for fetch_ahead.
-HWY_INLINE V range_sum(D d, const float* HWY_RESTRICT x, std::size_t i0, std::size_t i1, V m,
-                       std::size_t n) {
+HWY_INLINE V range_sum(D d, const float* HWY_RESTRICT x, std::size_t i0, std::size_t i1, V m, std::size_t n) {
   const std::size_t N = hn::Lanes(d);
   V s0 = hn::Zero(d), s1 = hn::Zero(d), s2 = hn::Zero(d), s3 = hn::Zero(d);
   std::size_t i = i0;
@@ -116,8 +113,7 @@ HWY_INLINE V range_sum(D d, const float* HWY_RESTRICT x, std::size_t i0, std::si
 // p_i = term(x_i, m) / l for every i: chapter 01's line 3, chapter 02's line 6 (the same line).
 // l == 0 only for a row of only -inf scores: all zeros, as in the scalar forms. l = NaN (a NaN
 // score) makes every p_i NaN.
-void normalise(D d, const float* HWY_RESTRICT x, float* HWY_RESTRICT p, std::size_t n, V m, V l,
-               bool streaming) {
+void normalise(D d, const float* HWY_RESTRICT x, float* HWY_RESTRICT p, std::size_t n, V m, V l, bool streaming) {
   const std::size_t N = hn::Lanes(d);
   if (hn::GetLane(l) == 0.0f) {
     for (std::size_t i = 0; i < n; ++i) p[i] = 0.0f;
@@ -151,15 +147,14 @@ HWY_INLINE V with_nan(D d, V l, hn::Mask<D> nan) {
 void SafeSoftmax(const float* HWY_RESTRICT x, float* HWY_RESTRICT p, std::size_t n, bool streaming) {
   const D d;
   hn::Mask<D> nan = hn::FirstN(d, 0);
-  const V m = range_max(d, x, 0, n, nan);                  // line 1 (pass 1)
+  const V m = range_max(d, x, 0, n, nan);                     // line 1 (pass 1)
   const V l = with_nan(d, range_sum(d, x, 0, n, m, n), nan);  // line 2 (pass 2)
-  normalise(d, x, p, n, m, l, streaming);                  // line 3 (pass 3)
+  normalise(d, x, p, n, m, l, streaming);                     // line 3 (pass 3)
 }
 
 // Chapter 02: two passes over x; pass 1 takes the row a block of kBlock scores at a time, and
 // reads each block twice from the L1 cache (its max, then its sum), once from memory.
-void OnlineSoftmax(const float* HWY_RESTRICT x, float* HWY_RESTRICT p, std::size_t n,
-                   bool streaming) {
+void OnlineSoftmax(const float* HWY_RESTRICT x, float* HWY_RESTRICT p, std::size_t n, bool streaming) {
   const D d;
   const V neg_inf = hn::Set(d, -std::numeric_limits<float>::infinity());
   hn::Mask<D> nan = hn::FirstN(d, 0);
@@ -173,7 +168,7 @@ void OnlineSoftmax(const float* HWY_RESTRICT x, float* HWY_RESTRICT p, std::size
     const V rescale = hn::Exp(d, hn::Sub(m, m_safe));  // line 3
     // line 4; the sum reads the block from the L1 cache and asks for the next block meanwhile.
     l = hn::MulAdd(l, rescale, range_sum(d, x, first, last, m_safe, n));
-    m = m_new;                                                   // line 5
+    m = m_new;  // line 5
   }
   normalise(d, x, p, n, m, with_nan(d, l, nan), streaming);  // line 6 (pass 2)
 }
@@ -207,7 +202,8 @@ void check(std::span<const float> x, std::span<float> p, Store store, const char
                                 std::to_string(p.size()) + " outputs; give p as many as x");
   }
   if (store == Store::streaming && reinterpret_cast<std::uintptr_t>(p.data()) % 64 != 0) {
-    throw std::invalid_argument(name + ": streaming stores need p aligned to 64 bytes; allocate it "
+    throw std::invalid_argument(name +
+                                ": streaming stores need p aligned to 64 bytes; allocate it "
                                 "with hwy::AllocateAligned or use Store::cached");
   }
 }

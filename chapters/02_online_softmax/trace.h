@@ -43,10 +43,10 @@ struct TraceStep {
 // A whole run: the input, one step per block, and the weights of line 6.
 template <std::floating_point T>
 struct Trace {
-  std::vector<T> x;                  // the scores, as given
-  std::size_t block = 1;             // scores per block
-  std::vector<TraceStep<T>> steps;   // ceil(n / block) steps, in order
-  std::vector<T> p;                  // the result: online_softmax(x, block), bit for bit
+  std::vector<T> x;                 // the scores, as given
+  std::size_t block = 1;            // scores per block
+  std::vector<TraceStep<T>> steps;  // ceil(n / block) steps, in order
+  std::vector<T> p;                 // the result: online_softmax(x, block), bit for bit
 };
 
 // Runs the online softmax of x in blocks of `block` scores and records every step.

@@ -73,9 +73,9 @@ namespace detail {
 inline double checked_scale(const AttentionOptions& options, std::size_t head_dim) {
   if (!options.scale) return fa::default_scale(head_dim);
   if (!std::isfinite(*options.scale)) {
-    throw std::invalid_argument(fmt::format(
-        "attention: scale {} is not a finite number; give a finite scale, or none for 1/sqrt(head_dim)",
-        *options.scale));
+    throw std::invalid_argument(
+        fmt::format("attention: scale {} is not a finite number; give a finite scale, or none for 1/sqrt(head_dim)",
+                    *options.scale));
   }
   return *options.scale;
 }
@@ -101,8 +101,7 @@ inline double dot(std::span<const double> a, std::span<const double> b) {
 }
 
 // Step 1: how many keys query row i sees.
-inline std::size_t visible_keys(const AttentionOptions& options, std::size_t i,
-                                const fa::AttentionShape& shape) {
+inline std::size_t visible_keys(const AttentionOptions& options, std::size_t i, const fa::AttentionShape& shape) {
   return options.causal ? fa::causal_visible_keys(i, shape.seq_len_q, shape.seq_len_k) : shape.seq_len_k;
 }
 
@@ -110,8 +109,8 @@ inline std::size_t visible_keys(const AttentionOptions& options, std::size_t i,
 inline void check_rows(std::span<const std::size_t> rows, const fa::AttentionShape& shape) {
   for (std::size_t r : rows) {
     if (r >= fa::attention_rows(shape)) {
-      throw std::invalid_argument(fmt::format("attention rows: row {} is past the {} rows of the problem", r,
-                                              fa::attention_rows(shape)));
+      throw std::invalid_argument(
+          fmt::format("attention rows: row {} is past the {} rows of the problem", r, fa::attention_rows(shape)));
     }
   }
 }
@@ -119,10 +118,9 @@ inline void check_rows(std::span<const std::size_t> rows, const fa::AttentionSha
 // One query row of attention (steps 1-5 above), for flat row r = (b * heads + h) * seq_len_q + i of
 // the converted inputs q, k, v: writes head_dim values into o and returns the row's L. `s` is
 // scratch space for one block of scores (at least min(key_block, seq_len_k) entries).
-inline double attention_row(const fa::Tensor4<double>& q, const fa::Tensor4<double>& k,
-                            const fa::Tensor4<double>& v, const AttentionOptions& options, double scale,
-                            const fa::AttentionShape& shape, std::size_t r, std::span<double> o,
-                            std::vector<double>& s) {
+inline double attention_row(const fa::Tensor4<double>& q, const fa::Tensor4<double>& k, const fa::Tensor4<double>& v,
+                            const AttentionOptions& options, double scale, const fa::AttentionShape& shape,
+                            std::size_t r, std::span<double> o, std::vector<double>& s) {
   const std::size_t b = r / (shape.heads * shape.seq_len_q);
   const std::size_t h = r / shape.seq_len_q % shape.heads;
   const std::size_t i = r % shape.seq_len_q;
@@ -154,8 +152,8 @@ inline std::uint64_t memory_needed(const fa::AttentionShape& s) {
   const std::uint64_t heads = saturating_mul(s.batch, s.heads);
   const std::uint64_t q = saturating_mul(heads, saturating_mul(s.seq_len_q, s.head_dim));
   const std::uint64_t k = saturating_mul(heads, saturating_mul(s.seq_len_k, s.head_dim));
-  const std::uint64_t doubles = saturating_add(saturating_add(saturating_mul(2, q), saturating_mul(2, k)),
-                                               saturating_mul(heads, s.seq_len_q));
+  const std::uint64_t doubles =
+      saturating_add(saturating_add(saturating_mul(2, q), saturating_mul(2, k)), saturating_mul(heads, s.seq_len_q));
   return saturating_mul(sizeof(double), doubles);
 }
 
@@ -271,8 +269,8 @@ PlainRows<Acc> plain_attention_rows(const fa::Tensor4<T>& Q, const fa::Tensor4<T
 // (weighted_sum_all_at_once), and L = max + log(sum exp(s - max)). Same arguments, results and
 // errors as attention(); options.key_block is not used but must still be >= 1.
 template <std::floating_point T>
-AttentionResult attention_all_at_once(const fa::Tensor4<T>& Q, const fa::Tensor4<T>& K,
-                                      const fa::Tensor4<T>& V, const AttentionOptions& options = {}) {
+AttentionResult attention_all_at_once(const fa::Tensor4<T>& Q, const fa::Tensor4<T>& K, const fa::Tensor4<T>& V,
+                                      const AttentionOptions& options = {}) {
   const fa::AttentionShape shape = fa::check_attention_shapes(Q.shape, K.shape, V.shape);
   detail::check_options(options);
   const double scale = detail::checked_scale(options, shape.head_dim);
@@ -302,8 +300,7 @@ AttentionResult attention_all_at_once(const fa::Tensor4<T>& Q, const fa::Tensor4
         const double m_safe = ch02::safe_max(max);
         double sum = 0.0;
         for (double sj : s_row) sum += std::exp(sj - m_safe);
-        result.L[(b * shape.heads + h) * shape.seq_len_q + i] =
-            sum == 0.0 ? minus_infinity : m_safe + std::log(sum);
+        result.L[(b * shape.heads + h) * shape.seq_len_q + i] = sum == 0.0 ? minus_infinity : m_safe + std::log(sum);
       }
     }
   }

@@ -10,8 +10,8 @@
 //   ch03_online_weighted_sum --summary tour.tsv    ... and append the check to tour.tsv
 //
 // The check at the end: the one query and the whole attention, each against the all-at-once
-// evaluation built on chapter 02's softmax, within ch03::kSameSumBound and ch03::kAttentionBound (the bounds the tests use too);
-// with the default scores and values, also the worked example's output, 28.98474626.
+// evaluation built on chapter 02's softmax, within ch03::kSameSumBound and ch03::kAttentionBound (the bounds the tests
+// use too); with the default scores and values, also the worked example's output, 28.98474626.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -28,8 +28,8 @@
 
 #include "chapters/03_online_weighted_sum/attention.h"
 #include "chapters/03_online_weighted_sum/online_weighted_sum.h"
-#include "common/compare.h"
 #include "common/cli.h"
+#include "common/compare.h"
 #include "common/memory.h"
 #include "common/program.h"
 #include "common/random.h"
@@ -78,15 +78,14 @@ ValueRows parse_values(const std::string& text) {
     const std::vector<double> numbers = parse_row(row);
     if (v.rows > 0 && numbers.size() != v.cols) {
       throw std::invalid_argument(
-          fmt::format("--values: row {} has {} values but row 1 has {}; every row needs head_dim values",
-                      v.rows + 1, numbers.size(), v.cols));
+          fmt::format("--values: row {} has {} values but row 1 has {}; every row needs head_dim values", v.rows + 1,
+                      numbers.size(), v.cols));
     }
     v.cols = numbers.size();
     v.flat.insert(v.flat.end(), numbers.begin(), numbers.end());
     ++v.rows;
   }
-  if (v.cols == 0)
-    throw std::invalid_argument("--values: the rows are empty; give at least one value per row");
+  if (v.cols == 0) throw std::invalid_argument("--values: the rows are empty; give at least one value per row");
   return v;
 }
 
@@ -116,11 +115,9 @@ struct QueryResult {
   std::string nonfinite;  // the NaN and infinities of both, in words (fa::nonfinite_report); empty if none
 };
 
-QueryResult print_trace(std::span<const double> scores, fa::MatrixView<const double> values,
-                        std::size_t block) {
+QueryResult print_trace(std::span<const double> scores, fa::MatrixView<const double> values, std::size_t block) {
   fmt::print("scores {:g}; values", fmt::join(scores, ", "));
-  for (std::size_t j = 0; j < values.rows(); ++j)
-    fmt::print("{} {}", j == 0 ? "" : ",", value_row(values, j));
+  for (std::size_t j = 0; j < values.rows(); ++j) fmt::print("{} {}", j == 0 ? "" : ",", value_row(values, j));
   fmt::print("; blocks of {}\n", block);
 
   const std::vector<ch03::BlockStep> steps = ch03::trace_online_weighted_sum(scores, values, block);
@@ -128,26 +125,22 @@ QueryResult print_trace(std::span<const double> scores, fa::MatrixView<const dou
     const ch03::BlockStep& st = steps[b];
     fmt::print("\nblock {}: keys j = {}-{}, scores {:g}\n", b + 1, st.first, st.first + st.count - 1,
                fmt::join(scores.subspan(st.first, st.count), ", "));
-    fmt::print("  line 1  block max {}; running max m {} -> {}\n", f4(st.block_max), f4(st.m_old),
-               f4(st.m_new));
+    fmt::print("  line 1  block max {}; running max m {} -> {}\n", f4(st.block_max), f4(st.m_old), f4(st.m_new));
     fmt::print("  line 2  rescale = exp(m_old - m_new) = {}{}\n", f4(st.rescale),
                b == 0 ? "  (first block: nothing carried yet)" : "");
     fmt::print("  line 3  weights p = exp(s - m_new): {}\n", f4_list(st.p));
     fmt::print("  line 4  l   = rescale * l   + sum p   = {} carried + {} own = {} total\n", f4(st.l_carried),
                f4(st.l_block), f4(st.l));
-    fmt::print("  line 5  acc = rescale * acc + sum p v = {} carried + {} own = {} total\n",
-               f4(st.acc_carried), f4(st.acc_block), f4(st.acc));
+    fmt::print("  line 5  acc = rescale * acc + sum p v = {} carried + {} own = {} total\n", f4(st.acc_carried),
+               f4(st.acc_block), f4(st.acc));
     fmt::print("          output so far acc / l = {}\n", f4(st.output));
   }
   const ch03::BlockStep& last = steps.back();
   const std::vector<double> all_at_once = ch03::weighted_sum_all_at_once(scores, values);
   const fa::ErrorStats err = fa::compare(last.output, all_at_once);
-  fmt::print("\nline 7, after the last block: o = acc / l = {} / {} = {}\n", f4(last.acc), f4(last.l),
-             f4(last.output));
-  fmt::print("all at once (chapter 02's softmax of every score, then the weighted sum): {}\n",
-             f4(all_at_once));
-  fmt::print("online {}, all at once {}: max abs difference {:.2g}\n", f4(last.output), f4(all_at_once),
-             err.max_abs);
+  fmt::print("\nline 7, after the last block: o = acc / l = {} / {} = {}\n", f4(last.acc), f4(last.l), f4(last.output));
+  fmt::print("all at once (chapter 02's softmax of every score, then the weighted sum): {}\n", f4(all_at_once));
+  fmt::print("online {}, all at once {}: max abs difference {:.2g}\n", f4(last.output), f4(all_at_once), err.max_abs);
   return {last.output, err.max_abs, fa::nonfinite_report(err)};
 }
 
@@ -180,12 +173,10 @@ AttentionDifference print_attention(const ProblemFlags& f, std::size_t block) {
   const ch03::AttentionResult online = ch03::attention(Q, K, V, options);
   const ch03::AttentionResult reference = ch03::attention_all_at_once(Q, K, V, options);
 
-  fmt::print(
-      "\nWhole attention on the CPU, O = softmax(Q K^T * scale) V, each query row by the recurrence\n");
+  fmt::print("\nWhole attention on the CPU, O = softmax(Q K^T * scale) V, each query row by the recurrence\n");
   fmt::print("  Q {}, K and V {}\n", q_shape.str(), kv_shape.str());
   fmt::print("  scale {:.6g}, {}, key blocks of {}, inputs normal(0, 1) from seed {}\n",
-             options.scale.value_or(fa::default_scale(f.head_dim)), f.causal ? "causal" : "not causal",
-             block, f.seed);
+             options.scale.value_or(fa::default_scale(f.head_dim)), f.causal ? "causal" : "not causal", block, f.seed);
   const std::size_t shown = std::min<std::size_t>(f.seq_q, 8);
   fmt::print("  O[0, 0] (first {} of {} rows) and L[0, 0]:\n", shown, f.seq_q);
   const fa::MatrixView<const double> O00 = online.O.view().head(0, 0);
@@ -197,10 +188,9 @@ AttentionDifference print_attention(const ProblemFlags& f, std::size_t block) {
   }
   const fa::ErrorStats o_err = fa::compare(online.O.values, reference.O.values);
   const fa::ErrorStats l_err = fa::compare(online.L, reference.L);
-  fmt::print(
-      "  against the all-at-once evaluation (whole rows of S, chapter 02's softmax, then P V):\n");
-  fmt::print("    O: max abs difference {:.2g}, rel L2 {:.2g};  L: max abs difference {:.2g}\n",
-             o_err.max_abs, o_err.rel_l2, l_err.max_abs);
+  fmt::print("  against the all-at-once evaluation (whole rows of S, chapter 02's softmax, then P V):\n");
+  fmt::print("    O: max abs difference {:.2g}, rel L2 {:.2g};  L: max abs difference {:.2g}\n", o_err.max_abs,
+             o_err.rel_l2, l_err.max_abs);
   return {o_err.max_abs, l_err.max_abs};
 }
 
@@ -250,13 +240,13 @@ int main(int argc, char** argv) {
       values = parse_values(values_text);
     }
     if (values.rows != scores.size()) {
-      throw std::invalid_argument(fmt::format("--values: {} rows for {} scores; give one value row per score",
-                                              values.rows, scores.size()));
+      throw std::invalid_argument(
+          fmt::format("--values: {} rows for {} scores; give one value row per score", values.rows, scores.size()));
     }
     const fa::AttentionShape shape{f.batch, f.heads, f.seq_q, f.seq_k, f.head_dim};
     fa::MemoryPlan plan;
     plan.add("Q, K, V (float64)", 8 * (fa::Shape4{f.batch, f.heads, f.seq_q, f.head_dim}.size() +
-                                      2 * fa::Shape4{f.batch, f.heads, f.seq_k, f.head_dim}.size()));
+                                       2 * fa::Shape4{f.batch, f.heads, f.seq_k, f.head_dim}.size()));
     plan.add("attention and its all-at-once reference", 2 * ch03::memory_needed(shape));
     plan.check("ch03_online_weighted_sum");
 

@@ -35,9 +35,9 @@
 //   - a score of +inf gives NaN, as in chapters 01 and 02 (exp(inf - inf)).
 //
 // Source: the worked example (scores 1, 3, 5, 2 with values 10, 20, 30, 40 in blocks of two, output
-// 28.9847; docs/03-online-weighted-sum.md walks through it); Milakov and Gimelshein 2018, "Online normalizer calculation for softmax", section 3; Dao 2023,
-// "FlashAttention-2", section 3.1 (the un-scaled output, divided once at the end).
-// Run the demo: build/default/bin/ch03_online_weighted_sum
+// 28.9847; docs/03-online-weighted-sum.md walks through it); Milakov and Gimelshein 2018, "Online normalizer
+// calculation for softmax", section 3; Dao 2023, "FlashAttention-2", section 3.1 (the un-scaled output, divided once at
+// the end). Run the demo: build/default/bin/ch03_online_weighted_sum
 #pragma once
 
 #include <fmt/format.h>
@@ -104,9 +104,9 @@ struct RowState : ch02::OnlineState<double> {
   // Throws std::invalid_argument if v does not have s.size() rows of head_dim values.
   void fold(std::span<const double> s, fa::MatrixView<const double> v, BlockStep* record = nullptr) {
     if (v.rows() != s.size() || v.cols() != acc.size()) {
-      throw std::invalid_argument(fmt::format(
-          "RowState::fold: a block of {} scores needs a [{}, {}] block of value rows, got [{}, {}]",
-          s.size(), s.size(), acc.size(), v.rows(), v.cols()));
+      throw std::invalid_argument(
+          fmt::format("RowState::fold: a block of {} scores needs a [{}, {}] block of value rows, got [{}, {}]",
+                      s.size(), s.size(), acc.size(), v.rows(), v.cols()));
     }
     const double m_old = m, l_old = l;
     // Lines 1, 2, 4 and 6: chapter 02's update of m and l, unchanged. (A NaN score never becomes m;
@@ -134,7 +134,7 @@ struct RowState : ch02::OnlineState<double> {
       record->m_old = m_old;
       record->m_new = m;
       record->rescale = rescale;
-      record->l_carried = l_old * rescale;             // line 4's two terms, as update() added them
+      record->l_carried = l_old * rescale;  // line 4's two terms, as update() added them
       record->l_block = ch02::block_sum(s, m_safe);
       record->l = l;
       record->acc = acc;
@@ -169,12 +169,11 @@ inline void check_scores_and_values(const char* who, std::span<const double> sco
     throw std::invalid_argument(fmt::format("{}: no scores; give at least one key", who));
   }
   if (values.rows() != scores.size()) {
-    throw std::invalid_argument(fmt::format("{}: {} scores need {} value rows (one per key), got {}",
-                                            who, scores.size(), scores.size(), values.rows()));
+    throw std::invalid_argument(fmt::format("{}: {} scores need {} value rows (one per key), got {}", who,
+                                            scores.size(), scores.size(), values.rows()));
   }
   if (values.cols() == 0) {
-    throw std::invalid_argument(
-        fmt::format("{}: value rows must have at least one entry (head_dim >= 1)", who));
+    throw std::invalid_argument(fmt::format("{}: value rows must have at least one entry (head_dim >= 1)", who));
   }
 }
 
@@ -185,8 +184,7 @@ inline void check_block(const char* who, std::size_t block) {
 }
 
 // Rows first .. first+count-1 of a row-major matrix, as a matrix of their own.
-inline fa::MatrixView<const double> rows(fa::MatrixView<const double> m, std::size_t first,
-                                         std::size_t count) {
+inline fa::MatrixView<const double> rows(fa::MatrixView<const double> m, std::size_t first, std::size_t count) {
   return {m.data() + first * m.cols(), count, m.cols()};
 }
 
@@ -197,8 +195,8 @@ inline fa::MatrixView<const double> rows(fa::MatrixView<const double> m, std::si
 // block >= 1 (any size: the last block holds what is left, and block > n is one block).
 // Returns head_dim values. Throws std::invalid_argument for empty scores, block == 0, or values
 // that do not have one row per score.
-inline std::vector<double> online_weighted_sum(std::span<const double> scores,
-                                               fa::MatrixView<const double> values, std::size_t block) {
+inline std::vector<double> online_weighted_sum(std::span<const double> scores, fa::MatrixView<const double> values,
+                                               std::size_t block) {
   detail::check_scores_and_values("online_weighted_sum", scores, values);
   detail::check_block("online_weighted_sum", block);
   RowState state(values.cols());
@@ -213,8 +211,7 @@ inline std::vector<double> online_weighted_sum(std::span<const double> scores,
 // that it can be printed or drawn. The last step's output is online_weighted_sum's result, bit for
 // bit (the same code runs). Same arguments and errors as online_weighted_sum.
 inline std::vector<BlockStep> trace_online_weighted_sum(std::span<const double> scores,
-                                                        fa::MatrixView<const double> values,
-                                                        std::size_t block) {
+                                                        fa::MatrixView<const double> values, std::size_t block) {
   detail::check_scores_and_values("trace_online_weighted_sum", scores, values);
   detail::check_block("trace_online_weighted_sum", block);
   RowState state(values.cols());

@@ -29,8 +29,8 @@ struct Agreement {
 // The bound for O (relative L2 against chapter 03) on this input. Q: [batch, heads, seq_len_q,
 // head_dim]; K, V: [batch, heads, seq_len_k, head_dim], float32; options as chapter 03's (scale,
 // causal). Throws as ch03::attention.
-inline Agreement agreement_bound(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K,
-                                 const fa::Tensor4<float>& V, const ch03::AttentionOptions& options) {
+inline Agreement agreement_bound(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K, const fa::Tensor4<float>& V,
+                                 const ch03::AttentionOptions& options) {
   const fa::AttentionShape shape = fa::check_attention_shapes(Q.shape, K.shape, V.shape);
   const std::vector<std::size_t> rows = fa::sample_rows(fa::attention_rows(shape), kPlainRows);
   const std::vector<double> reference = ch03::attention_rows(Q, K, V, options, rows).O;

@@ -19,30 +19,30 @@ using fa::DeviceRun;
 //   run_naive_attention:    host data in, host data out (copies, NaN-poisons the outputs,
 //                           launches); fills O, S and P of the DeviceRun.
 namespace cpu {  // always built
-void launch_naive_attention(const float* Q, const float* K, const float* V, float* S, float* P,
-                            float* O, const DeviceProblem& problem);
-void launch_naive_attention(const float* Q, const float* K, const float* V, float* S, float* P,
-                            float* O, const DeviceProblem& problem, simt::LaunchMode mode);
-DeviceRun run_naive_attention(std::span<const float> Q, std::span<const float> K,
-                              std::span<const float> V, const DeviceProblem& problem);
+void launch_naive_attention(const float* Q, const float* K, const float* V, float* S, float* P, float* O,
+                            const DeviceProblem& problem);
+void launch_naive_attention(const float* Q, const float* K, const float* V, float* S, float* P, float* O,
+                            const DeviceProblem& problem, simt::LaunchMode mode);
+DeviceRun run_naive_attention(std::span<const float> Q, std::span<const float> K, std::span<const float> V,
+                              const DeviceProblem& problem);
 }  // namespace cpu
 
 namespace gpu {  // built where nvcc was found (FA_HAVE_CUDA); device pointers for launch_*
-void launch_naive_attention(const float* Q, const float* K, const float* V, float* S, float* P,
-                            float* O, const DeviceProblem& problem);
-void launch_naive_attention(const float* Q, const float* K, const float* V, float* S, float* P,
-                            float* O, const DeviceProblem& problem, simt::LaunchMode mode);
-DeviceRun run_naive_attention(std::span<const float> Q, std::span<const float> K,
-                              std::span<const float> V, const DeviceProblem& problem);
+void launch_naive_attention(const float* Q, const float* K, const float* V, float* S, float* P, float* O,
+                            const DeviceProblem& problem);
+void launch_naive_attention(const float* Q, const float* K, const float* V, float* S, float* P, float* O,
+                            const DeviceProblem& problem, simt::LaunchMode mode);
+DeviceRun run_naive_attention(std::span<const float> Q, std::span<const float> K, std::span<const float> V,
+                              const DeviceProblem& problem);
 }  // namespace gpu
 
 // The profiled copy of the CPU kernels (cmake/SimtProfile.cmake; built where SIMT_PROFILED_KERNELS
 // is 1): the same source, every memory access counted by simt's profile (common/simt/profile.h).
 namespace cpu_profiled {
-void launch_naive_attention(const float* Q, const float* K, const float* V, float* S, float* P,
-                            float* O, const DeviceProblem& problem);
-DeviceRun run_naive_attention(std::span<const float> Q, std::span<const float> K,
-                              std::span<const float> V, const DeviceProblem& problem);
+void launch_naive_attention(const float* Q, const float* K, const float* V, float* S, float* P, float* O,
+                            const DeviceProblem& problem);
+DeviceRun run_naive_attention(std::span<const float> Q, std::span<const float> K, std::span<const float> V,
+                              const DeviceProblem& problem);
 }  // namespace cpu_profiled
 
 }  // namespace ch04

@@ -60,8 +60,9 @@ int main(int argc, char** argv) {
         "attention, computed in double on the same float inputs.");
     const double flops = 4.0 * static_cast<double>(shape.batch * shape.heads) * static_cast<double>(shape.seq_len_q) *
                          static_cast<double>(shape.seq_len_k) * static_cast<double>(shape.head_dim);
-    const bool long_run = device == fa::Device::cpu &&
-                          fa::demo::announce_long_run(flops, 1.0 / (1.0 / kKernelFlopsPerSecond + 1.0 / kChapter03FlopsPerSecond));
+    const bool long_run =
+        device == fa::Device::cpu &&
+        fa::demo::announce_long_run(flops, 1.0 / (1.0 / kKernelFlopsPerSecond + 1.0 / kChapter03FlopsPerSecond));
     const fa::AttentionProblem in = fa::load_or_draw(cli);
     fmt::print("Q {}, K and V with seq_len {}{}; inputs: {}; device: {}\n\n", in.Q.shape.str(), shape.seq_len_k,
                cli.causal ? ", causal" : "", in.origin, fa::to_string(device));

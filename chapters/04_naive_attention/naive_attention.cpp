@@ -28,14 +28,16 @@ DeviceRun run_on_cpu(std::span<const float> Q, std::span<const float> K, std::sp
 fa::DeviceProblem check_problem(const fa::AttentionShape& shape, const Options& options) {
   const fa::DeviceProblem problem = fa::device_problem("naive_attention", shape, options.scale, options.causal);
   if (shape.seq_len_q > 65535u * 16u) {
-    throw std::invalid_argument(fmt::format(
-        "naive_attention: seq_len_q = {} needs more than the 65535 blocks of 16 rows the kernels' grid "
-        "allows in y (at most 1048560 query rows)", shape.seq_len_q));
+    throw std::invalid_argument(
+        fmt::format("naive_attention: seq_len_q = {} needs more than the 65535 blocks of 16 rows the kernels' grid "
+                    "allows in y (at most 1048560 query rows)",
+                    shape.seq_len_q));
   }
   if (std::uint64_t{shape.seq_len_q} * shape.seq_len_k > std::numeric_limits<int>::max()) {
-    throw std::invalid_argument(fmt::format(
-        "naive_attention: one head's S holds {} x {} scores, more than the 2^31 - 1 of the kernels' int "
-        "indexing", shape.seq_len_q, shape.seq_len_k));
+    throw std::invalid_argument(
+        fmt::format("naive_attention: one head's S holds {} x {} scores, more than the 2^31 - 1 of the kernels' int "
+                    "indexing",
+                    shape.seq_len_q, shape.seq_len_k));
   }
   return problem;
 }
@@ -52,8 +54,8 @@ std::uint64_t memory_needed(const fa::AttentionShape& s) {
   return saturating_mul(sizeof(float), floats);
 }
 
-Result naive_attention(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K,
-                       const fa::Tensor4<float>& V, const Options& options, fa::Device device) {
+Result naive_attention(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K, const fa::Tensor4<float>& V,
+                       const Options& options, fa::Device device) {
   const fa::AttentionShape shape = fa::check_attention_shapes(Q.shape, K.shape, V.shape);
   const DeviceProblem problem = check_problem(shape, options);
   DeviceRun run = fa::run_on(

@@ -41,9 +41,8 @@ namespace ch04::SIMT_BACKEND {
 
 // Step 1. Grid: (ceil(seq_len_k / 16), ceil(seq_len_q / 16), batch * heads); block: (16, 16).
 // Thread (x, y) of block (bx, by, bh) computes S[bh][i = by*16 + y][j = bx*16 + x].
-__global__ void scores_kernel(const float* __restrict__ Q, const float* __restrict__ K,
-                              float* __restrict__ S, int seq_len_q, int seq_len_k, int head_dim,
-                              float scale, bool causal) {
+__global__ void scores_kernel(const float* __restrict__ Q, const float* __restrict__ K, float* __restrict__ S,
+                              int seq_len_q, int seq_len_k, int head_dim, float scale, bool causal) {
   const int j = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
   const int i = static_cast<int>(blockIdx.y * blockDim.y + threadIdx.y);
   const std::size_t bh = blockIdx.z;
@@ -111,8 +110,8 @@ __global__ void softmax_kernel(const float* __restrict__ S, float* __restrict__ 
 
 // Step 5. Grid: (ceil(head_dim / 16), ceil(seq_len_q / 16), batch * heads); block: (16, 16).
 // Thread (x, y) computes O[bh][i = by*16 + y][d = bx*16 + x] = sum_j P[i][j] * V[j][d].
-__global__ void pv_kernel(const float* __restrict__ P, const float* __restrict__ V,
-                          float* __restrict__ O, int seq_len_q, int seq_len_k, int head_dim) {
+__global__ void pv_kernel(const float* __restrict__ P, const float* __restrict__ V, float* __restrict__ O,
+                          int seq_len_q, int seq_len_k, int head_dim) {
   const int d = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
   const int i = static_cast<int>(blockIdx.y * blockDim.y + threadIdx.y);
   const std::size_t bh = blockIdx.z;
@@ -131,8 +130,8 @@ __global__ void pv_kernel(const float* __restrict__ P, const float* __restrict__
 // GPU; std::invalid_argument for an impossible launch, std::runtime_error for a broken barrier on
 // the CPU). Grid limits: batch_heads <= 65535 (gridDim.y and .z). With LaunchMode::asynchronous
 // the GPU returns once the three kernels are queued (common/simt/launch_mode.h).
-void launch_naive_attention(const float* Q, const float* K, const float* V, float* S, float* P,
-                            float* O, const DeviceProblem& problem, simt::LaunchMode mode) {
+void launch_naive_attention(const float* Q, const float* K, const float* V, float* S, float* P, float* O,
+                            const DeviceProblem& problem, simt::LaunchMode mode) {
   const dim3 tile(16, 16);
   const auto blocks = [](int n) { return static_cast<unsigned>((n + 15) / 16); };
   const auto bh = static_cast<unsigned>(problem.batch_heads);
@@ -140,27 +139,26 @@ void launch_naive_attention(const float* Q, const float* K, const float* V, floa
   const int n_k = problem.seq_len_k;
   const int d = problem.head_dim;
 
-  simt::launch<scores_kernel>(mode, dim3(blocks(n_k), blocks(n_q), bh), tile, 0, Q, K, S, n_q, n_k,
-                              d, problem.scale, problem.causal);
+  simt::launch<scores_kernel>(mode, dim3(blocks(n_k), blocks(n_q), bh), tile, 0, Q, K, S, n_q, n_k, d, problem.scale,
+                              problem.causal);
   simt::launch<softmax_kernel>(mode, dim3(static_cast<unsigned>(n_q), bh), dim3(kSoftmaxThreads), 0,
                                static_cast<const float*>(S), P, n_k);
-  simt::launch<pv_kernel>(mode, dim3(blocks(d), blocks(n_q), bh), tile, 0,
-                          static_cast<const float*>(P), V, O, n_q, n_k, d);
+  simt::launch<pv_kernel>(mode, dim3(blocks(d), blocks(n_q), bh), tile, 0, static_cast<const float*>(P), V, O, n_q, n_k,
+                          d);
 }
 
 // The same, waiting for each kernel (the default of simt::launch).
-void launch_naive_attention(const float* Q, const float* K, const float* V, float* S, float* P,
-                            float* O, const DeviceProblem& problem) {
+void launch_naive_attention(const float* Q, const float* K, const float* V, float* S, float* P, float* O,
+                            const DeviceProblem& problem) {
   launch_naive_attention(Q, K, V, S, P, O, problem, simt::LaunchMode::synchronous);
 }
 
 // Host data in, host data out: copies Q, K, V to the device, fills S, P and O with NaN (so a value
 // a kernel forgot to write cannot pass for a result), runs the three kernels, copies S, P and O
 // back. Sizes as launch_naive_attention; elapsed_ms covers the three launches only.
-DeviceRun run_naive_attention(std::span<const float> Q, std::span<const float> K,
-                              std::span<const float> V, const DeviceProblem& problem) {
-  const std::size_t scores = static_cast<std::size_t>(problem.batch_heads) * problem.seq_len_q *
-                             problem.seq_len_k;
+DeviceRun run_naive_attention(std::span<const float> Q, std::span<const float> K, std::span<const float> V,
+                              const DeviceProblem& problem) {
+  const std::size_t scores = static_cast<std::size_t>(problem.batch_heads) * problem.seq_len_q * problem.seq_len_k;
   simt::DeviceBuffer<float> dQ(Q), dK(K), dV(V);
   simt::DeviceBuffer<float> dS(scores), dP(scores), dO(Q.size());
   const float nan = std::numeric_limits<float>::quiet_NaN();

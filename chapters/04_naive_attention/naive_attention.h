@@ -44,8 +44,7 @@ std::uint64_t memory_needed(const fa::AttentionShape& shape);
 // and as check_problem; std::runtime_error when device == gpu and no GPU can be used, or for a
 // CUDA error.
 // Source: Dao et al. 2022, FlashAttention, Algorithm 0 (standard attention).
-Result naive_attention(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K,
-                       const fa::Tensor4<float>& V, const Options& options = {},
-                       fa::Device device = fa::Device::cpu);
+Result naive_attention(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K, const fa::Tensor4<float>& V,
+                       const Options& options = {}, fa::Device device = fa::Device::cpu);
 
 }  // namespace ch04

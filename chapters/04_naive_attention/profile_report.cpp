@@ -5,13 +5,13 @@
 namespace ch04 {
 
 std::string format_profile_beside_model(const std::vector<simt::profile::KernelProfile>& kernels,
-                                        std::uint64_t batch_heads, std::uint64_t seq_len_q,
-                                        std::uint64_t seq_len_k, std::uint64_t head_dim) {
+                                        std::uint64_t batch_heads, std::uint64_t seq_len_q, std::uint64_t seq_len_k,
+                                        std::uint64_t head_dim) {
   const auto* scores = simt::profile::find_kernel(kernels, "scores_kernel");
   const auto* softmax = simt::profile::find_kernel(kernels, "softmax_kernel");
   const auto* pv = simt::profile::find_kernel(kernels, "pv_kernel");
   if (scores == nullptr || softmax == nullptr || pv == nullptr) return "";
-  const std::uint64_t pass = 4 * batch_heads * seq_len_q * seq_len_k;  // one pass over S or P, float32
+  const std::uint64_t pass = 4 * batch_heads * seq_len_q * seq_len_k;   // one pass over S or P, float32
   const std::uint64_t v_once = 4 * batch_heads * seq_len_k * head_dim;  // V read once, as the model has it
   struct Row {
     const char* what;
@@ -36,9 +36,10 @@ std::string format_profile_beside_model(const std::vector<simt::profile::KernelP
   }
   out += fmt::format("  {:<36} {:>16} {:>14} {:>12}\n", "in all (the model: 4 N^2 e + N d e)", measured_total,
                      sectors_total, 4 * pass + v_once);
-  out += "  The model counts each pass once; the kernels request each row of S three times (max, sum, P)\n"
-         "  and each row of P and each column of V once per output column or row: on a GPU the L1 and L2\n"
-         "  caches serve those repeats, and the sectors show what each instruction needed.\n";
+  out +=
+      "  The model counts each pass once; the kernels request each row of S three times (max, sum, P)\n"
+      "  and each row of P and each column of V once per output column or row: on a GPU the L1 and L2\n"
+      "  caches serve those repeats, and the sectors show what each instruction needed.\n";
   return out;
 }
 

@@ -20,7 +20,7 @@ namespace ch04 {
 // The comparison as the demo prints it (pv_kernel's loads are of P and V together: the model's V
 // term, N d e, is added to its P pass there); empty when chapter 04's kernels are not among `kernels`.
 std::string format_profile_beside_model(const std::vector<simt::profile::KernelProfile>& kernels,
-                                        std::uint64_t batch_heads, std::uint64_t seq_len_q,
-                                        std::uint64_t seq_len_k, std::uint64_t head_dim);
+                                        std::uint64_t batch_heads, std::uint64_t seq_len_q, std::uint64_t seq_len_k,
+                                        std::uint64_t head_dim);
 
 }  // namespace ch04

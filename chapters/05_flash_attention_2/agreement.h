@@ -54,7 +54,7 @@ struct WorstL {
   double error = 0.0;  // |L - L_ref| of that row (fa::abs_difference: NaN or inf on one side: inf)
   double bound = 0.0;  // L_bound of that row
   std::size_t row = 0;
-  bool pass = true;    // every row within its bound
+  bool pass = true;  // every row within its bound
 };
 
 // Compares L with L_ref row by row (both [rows]); `allowance`, when given ([rows]), is added to

@@ -34,8 +34,8 @@ void launch_flash_attention_2(const float* Q, const float* K, const float* V, fl
                               const DeviceProblem& problem);
 void launch_flash_attention_2(const float* Q, const float* K, const float* V, float* O, float* L,
                               const DeviceProblem& problem, simt::LaunchMode mode);
-DeviceRun run_flash_attention_2(std::span<const float> Q, std::span<const float> K,
-                                std::span<const float> V, const DeviceProblem& problem);
+DeviceRun run_flash_attention_2(std::span<const float> Q, std::span<const float> K, std::span<const float> V,
+                                const DeviceProblem& problem);
 }  // namespace cpu
 
 namespace gpu {  // built where nvcc was found (FA_HAVE_CUDA); device pointers for launch_*
@@ -43,8 +43,8 @@ void launch_flash_attention_2(const float* Q, const float* K, const float* V, fl
                               const DeviceProblem& problem);
 void launch_flash_attention_2(const float* Q, const float* K, const float* V, float* O, float* L,
                               const DeviceProblem& problem, simt::LaunchMode mode);
-DeviceRun run_flash_attention_2(std::span<const float> Q, std::span<const float> K,
-                                std::span<const float> V, const DeviceProblem& problem);
+DeviceRun run_flash_attention_2(std::span<const float> Q, std::span<const float> K, std::span<const float> V,
+                                const DeviceProblem& problem);
 }  // namespace gpu
 
 // The profiled copy of the CPU kernels (cmake/SimtProfile.cmake; built where SIMT_PROFILED_KERNELS
@@ -52,8 +52,8 @@ DeviceRun run_flash_attention_2(std::span<const float> Q, std::span<const float>
 namespace cpu_profiled {
 void launch_flash_attention_2(const float* Q, const float* K, const float* V, float* O, float* L,
                               const DeviceProblem& problem);
-DeviceRun run_flash_attention_2(std::span<const float> Q, std::span<const float> K,
-                                std::span<const float> V, const DeviceProblem& problem);
+DeviceRun run_flash_attention_2(std::span<const float> Q, std::span<const float> K, std::span<const float> V,
+                                const DeviceProblem& problem);
 }  // namespace cpu_profiled
 
 }  // namespace ch05

@@ -33,9 +33,9 @@ std::string tile_list() {
 
 DeviceProblem check_problem(const fa::AttentionShape& shape, const Options& options) {
   if (std::find(kHeadDims.begin(), kHeadDims.end(), shape.head_dim) == kHeadDims.end()) {
-    throw std::invalid_argument(fmt::format(
-        "flash_attention_2: head_dim {} is not supported; the kernel is compiled for head_dim {}",
-        shape.head_dim, fmt::join(kHeadDims, ", ")));
+    throw std::invalid_argument(
+        fmt::format("flash_attention_2: head_dim {} is not supported; the kernel is compiled for head_dim {}",
+                    shape.head_dim, fmt::join(kHeadDims, ", ")));
   }
   if (std::find(kTileShapes.begin(), kTileShapes.end(), options.tile) == kTileShapes.end()) {
     throw std::invalid_argument(fmt::format("flash_attention_2: tile Br x Bc = {}x{} is not compiled; choose one of {}",
@@ -51,13 +51,13 @@ std::uint64_t memory_needed(const fa::AttentionShape& s) {
   const std::uint64_t k = saturating_mul(heads, saturating_mul(s.seq_len_k, s.head_dim));
   const std::uint64_t L = saturating_mul(heads, s.seq_len_q);
   // On the device: Q, K, V, O, L; copied back: O, L.
-  const std::uint64_t floats = saturating_add(saturating_add(saturating_mul(3, q), saturating_mul(2, k)),
-                                              saturating_mul(2, L));
+  const std::uint64_t floats =
+      saturating_add(saturating_add(saturating_mul(3, q), saturating_mul(2, k)), saturating_mul(2, L));
   return saturating_mul(sizeof(float), floats);
 }
 
-Result flash_attention_2(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K,
-                         const fa::Tensor4<float>& V, const Options& options, fa::Device device) {
+Result flash_attention_2(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K, const fa::Tensor4<float>& V,
+                         const Options& options, fa::Device device) {
   const fa::AttentionShape shape = fa::check_attention_shapes(Q.shape, K.shape, V.shape);
   const DeviceProblem problem = check_problem(shape, options);
   DeviceRun run = fa::run_on(

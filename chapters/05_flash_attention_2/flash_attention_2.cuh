@@ -56,9 +56,7 @@ namespace ch05::SIMT_BACKEND {
 inline constexpr int kThreadsPerRow = 4;
 
 // x limited to [lo, hi]. (std::clamp is not usable in device code without extra nvcc flags.)
-__host__ __device__ __forceinline__ int clamp_int(int x, int lo, int hi) {
-  return x < lo ? lo : (x > hi ? hi : x);
-}
+__host__ __device__ __forceinline__ int clamp_int(int x, int lo, int hi) { return x < lo ? lo : (x > hi ? hi : x); }
 
 // Floats of dynamic shared memory the kernel needs for one block.
 constexpr std::size_t shared_floats(int head_dim, int Br, int Bc) {
@@ -72,25 +70,24 @@ constexpr std::size_t shared_floats(int head_dim, int Br, int Bc) {
 // L: [batch*heads, seq_len_q]; all row-major float32 in global memory.
 template <int HEAD_DIM, int Br, int Bc>
 __global__ void flash_attention_2_kernel(const float* __restrict__ Q, const float* __restrict__ K,
-                                         const float* __restrict__ V, float* __restrict__ O,
-                                         float* __restrict__ L, int seq_len_q, int seq_len_k,
-                                         float scale, bool causal) {
+                                         const float* __restrict__ V, float* __restrict__ O, float* __restrict__ L,
+                                         int seq_len_q, int seq_len_k, float scale, bool causal) {
   static_assert(HEAD_DIM % kThreadsPerRow == 0 && Bc % kThreadsPerRow == 0);
   constexpr int kThreads = Br * kThreadsPerRow;
   constexpr int kStride = HEAD_DIM + 1;  // padded row of Q_i, K_j, V_j in shared memory
   constexpr int kPStride = Bc + 1;       // padded row of P
 
   SIMT_DYNAMIC_SHARED(float, shared);
-  float* Qi = shared;                // [Br][kStride]
-  float* Kj = Qi + Br * kStride;     // [Bc][kStride]
-  float* Vj = Kj + Bc * kStride;     // [Bc][kStride]
-  float* Ps = Vj + Bc * kStride;     // [Br][kPStride]
+  float* Qi = shared;             // [Br][kStride]
+  float* Kj = Qi + Br * kStride;  // [Bc][kStride]
+  float* Vj = Kj + Bc * kStride;  // [Bc][kStride]
+  float* Ps = Vj + Bc * kStride;  // [Br][kPStride]
 
   const int tid = static_cast<int>(threadIdx.x);
   const int row = tid / kThreadsPerRow;   // this thread's query row within the block
   const int lane = tid % kThreadsPerRow;  // which of the row's threads this is
   const int i0 = static_cast<int>(blockIdx.x) * Br;
-  const int i = i0 + row;                 // this thread's query row in the sequence
+  const int i = i0 + row;  // this thread's query row in the sequence
   const std::size_t bh = blockIdx.y;
   const float* Q_head = Q + bh * seq_len_q * HEAD_DIM;
   const float* K_head = K + bh * seq_len_k * HEAD_DIM;
@@ -156,7 +153,7 @@ __global__ void flash_attention_2_kernel(const float* __restrict__ Q, const floa
     // While the row has seen only masked keys, m_new is -inf and exp(-inf - (-inf)) would be NaN.
     // Subtracting 0 instead makes every term exp(-inf) = 0, so l and acc stay 0.
     const float m_safe = m_new == -INFINITY ? 0.0f : m_new;  // chapter 02's safe_max, written out
-    const float rescale = expf(m - m_safe);  // exp(m_old - m_new); 0 on the row's first real tile
+    const float rescale = expf(m - m_safe);                  // exp(m_old - m_new); 0 on the row's first real tile
 
     // Line 9: P = exp(S - m_new) into shared memory, and its row sum; l rescaled and grown.
     float tile_sum = 0.0f;
@@ -192,21 +189,20 @@ __global__ void flash_attention_2_kernel(const float* __restrict__ Q, const floa
 // launches it on memory already on the device, waiting for it or not as `mode` says
 // (common/simt/launch_mode.h). Throws what simt::launch throws.
 template <int HEAD_DIM, int Br, int Bc>
-void launch_tile(const float* Q, const float* K, const float* V, float* O, float* L,
-                 const DeviceProblem& problem, simt::LaunchMode mode) {
+void launch_tile(const float* Q, const float* K, const float* V, float* O, float* L, const DeviceProblem& problem,
+                 simt::LaunchMode mode) {
   constexpr auto kernel = flash_attention_2_kernel<HEAD_DIM, Br, Bc>;
   const std::size_t bytes = shared_floats(HEAD_DIM, Br, Bc) * sizeof(float);
   simt::set_max_dynamic_shared_bytes<kernel>(bytes);  // above 48 KiB a GPU needs the opt-in
-  const dim3 grid(static_cast<unsigned>((problem.seq_len_q + Br - 1) / Br),
-                  static_cast<unsigned>(problem.batch_heads));
-  simt::launch<kernel>(mode, grid, dim3(Br * kThreadsPerRow), bytes, Q, K, V, O, L,
-                       problem.seq_len_q, problem.seq_len_k, problem.scale, problem.causal);
+  const dim3 grid(static_cast<unsigned>((problem.seq_len_q + Br - 1) / Br), static_cast<unsigned>(problem.batch_heads));
+  simt::launch<kernel>(mode, grid, dim3(Br * kThreadsPerRow), bytes, Q, K, V, O, L, problem.seq_len_q,
+                       problem.seq_len_k, problem.scale, problem.causal);
 }
 
 // The head dim and tile shape chosen at run time, mapped onto the compiled instances.
 template <int HEAD_DIM>
-void launch_head_dim(const float* Q, const float* K, const float* V, float* O, float* L,
-                     const DeviceProblem& problem, simt::LaunchMode mode) {
+void launch_head_dim(const float* Q, const float* K, const float* V, float* O, float* L, const DeviceProblem& problem,
+                     simt::LaunchMode mode) {
   const TileShape t = problem.tile;
   if (t == TileShape{64, 64}) return launch_tile<HEAD_DIM, 64, 64>(Q, K, V, O, L, problem, mode);
   if (t == TileShape{32, 64}) return launch_tile<HEAD_DIM, 32, 64>(Q, K, V, O, L, problem, mode);
@@ -217,10 +213,14 @@ void launch_head_dim(const float* Q, const float* K, const float* V, float* O, f
 void launch_flash_attention_2(const float* Q, const float* K, const float* V, float* O, float* L,
                               const DeviceProblem& problem, simt::LaunchMode mode) {
   switch (problem.head_dim) {
-    case 32: return launch_head_dim<32>(Q, K, V, O, L, problem, mode);
-    case 64: return launch_head_dim<64>(Q, K, V, O, L, problem, mode);
-    case 128: return launch_head_dim<128>(Q, K, V, O, L, problem, mode);
-    default: throw std::invalid_argument("flash_attention_2: head_dim not compiled (see kHeadDims)");
+    case 32:
+      return launch_head_dim<32>(Q, K, V, O, L, problem, mode);
+    case 64:
+      return launch_head_dim<64>(Q, K, V, O, L, problem, mode);
+    case 128:
+      return launch_head_dim<128>(Q, K, V, O, L, problem, mode);
+    default:
+      throw std::invalid_argument("flash_attention_2: head_dim not compiled (see kHeadDims)");
   }
 }
 
@@ -230,8 +230,8 @@ void launch_flash_attention_2(const float* Q, const float* K, const float* V, fl
   launch_flash_attention_2(Q, K, V, O, L, problem, simt::LaunchMode::synchronous);
 }
 
-DeviceRun run_flash_attention_2(std::span<const float> Q, std::span<const float> K,
-                                std::span<const float> V, const DeviceProblem& problem) {
+DeviceRun run_flash_attention_2(std::span<const float> Q, std::span<const float> K, std::span<const float> V,
+                                const DeviceProblem& problem) {
   simt::DeviceBuffer<float> dQ(Q), dK(K), dV(V);
   simt::DeviceBuffer<float> dO(Q.size());
   simt::DeviceBuffer<float> dL(static_cast<std::size_t>(problem.batch_heads) * problem.seq_len_q);

@@ -50,8 +50,7 @@ std::uint64_t memory_needed(const fa::AttentionShape& shape);
 // and as check_problem; std::runtime_error when device == gpu and no GPU can be used, or for a
 // CUDA error.
 // Source: Dao 2023, FlashAttention-2, Algorithm 1 (forward pass).
-Result flash_attention_2(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K,
-                         const fa::Tensor4<float>& V, const Options& options = {},
-                         fa::Device device = fa::Device::cpu);
+Result flash_attention_2(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K, const fa::Tensor4<float>& V,
+                         const Options& options = {}, fa::Device device = fa::Device::cpu);
 
 }  // namespace ch05

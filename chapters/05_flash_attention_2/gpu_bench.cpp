@@ -29,9 +29,9 @@
 #include <tuple>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <cuda_runtime.h>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "chapters/04_naive_attention/backends.h"
 #include "chapters/05_flash_attention_2/backends.h"
@@ -138,17 +138,22 @@ int main(int argc, char** argv) {
   double budget_ms = 1000;
   bool once = false;
   app.add_option("--seq", seq_lens, "sequence lengths (queries = keys)")
-      ->check(CLI::Range(1, 1 << 20))->capture_default_str();
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
   app.add_option("--head-dim", head_dims, "head dims (32, 64 or 128)")
-      ->check(CLI::IsMember({32, 64, 128}))->capture_default_str();
+      ->check(CLI::IsMember({32, 64, 128}))
+      ->capture_default_str();
   app.add_option("--batch", batch, "batch size")->check(CLI::Range(1, 65535))->capture_default_str();
   app.add_option("--heads", heads, "heads")->check(CLI::Range(1, 65535))->capture_default_str();
   app.add_option("--warmup", warmup, "untimed launches first (only the first for a kernel over 100 ms)")
-      ->check(CLI::Range(1, 1000))->capture_default_str();
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
   app.add_option("--runs", runs, "timed launches at most (the median is reported)")
-      ->check(CLI::Range(1, 100000))->capture_default_str();
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
   app.add_option("--budget-ms", budget_ms, "time for the timed runs of one row: fewer runs for a slow kernel")
-      ->check(CLI::Range(1.0, 1e7))->capture_default_str();
+      ->check(CLI::Range(1.0, 1e7))
+      ->capture_default_str();
   app.add_flag("--once", once, "launch each kernel once, untimed (for ncu), then stop");
   CLI11_PARSE(app, argc, argv);
   if (static_cast<long long>(batch) * heads > 65535) {
@@ -172,10 +177,11 @@ int main(int argc, char** argv) {
     const std::size_t floats = 4 * qkv + bh * max_n + 2 * bh * max_n * max_n;  // Q K V O, L, S P
     const double gigabytes = static_cast<double>(floats) * sizeof(float) / 1e9;
     if (!once) {
-      fmt::print("device: {}; batch {}, heads {}, float32; median of up to {} runs after {} warm-up "
-                 "(fewer where a call takes over 100 ms: at most {:.0f} ms of runs per row); "
-                 "{:.1f} GB of device memory\n\n",
-                 prop.name, batch, heads, runs, warmup, budget_ms, gigabytes);
+      fmt::print(
+          "device: {}; batch {}, heads {}, float32; median of up to {} runs after {} warm-up "
+          "(fewer where a call takes over 100 ms: at most {:.0f} ms of runs per row); "
+          "{:.1f} GB of device memory\n\n",
+          prop.name, batch, heads, runs, warmup, budget_ms, gigabytes);
       fmt::print("| kernel | seq_len | head_dim | causal | median ms | TFLOP/s | model MB | runs |\n");
       fmt::print("|---|---|---|---|---|---|---|---|\n");
       std::fflush(stdout);
@@ -192,8 +198,7 @@ int main(int argc, char** argv) {
           const ch05::DeviceProblem flash{batch * heads, n, n, d, scale, causal, {64, 64}};
           const auto mode = once ? simt::LaunchMode::synchronous : simt::LaunchMode::asynchronous;
           auto run_naive = [&] {
-            ch04::gpu::launch_naive_attention(Q.data(), K.data(), V.data(), S.data(), P.data(), O.data(),
-                                              naive, mode);
+            ch04::gpu::launch_naive_attention(Q.data(), K.data(), V.data(), S.data(), P.data(), O.data(), naive, mode);
           };
           auto run_flash = [&] {
             ch05::gpu::launch_flash_attention_2(Q.data(), K.data(), V.data(), O.data(), L.data(), flash, mode);
@@ -205,12 +210,12 @@ int main(int argc, char** argv) {
           }
           const Timing naive_t = measure("naive (ch04)", run_naive, warmup, runs, budget_ms);
           const Timing flash_t = measure("flash-attention-2 (ch05)", run_flash, warmup, runs, budget_ms);
-          for (auto [name, t, is_flash] : {std::tuple{"naive (ch04)", naive_t, false},
-                                           std::tuple{"flash-attention-2 (ch05)", flash_t, true}}) {
+          for (auto [name, t, is_flash] :
+               {std::tuple{"naive (ch04)", naive_t, false}, std::tuple{"flash-attention-2 (ch05)", flash_t, true}}) {
             // The model counts a full (non-causal) pass; the causal kernels skip tiles it counts.
             const std::string model = causal ? "-" : fmt::format("{:.4g}", model_megabytes(c, is_flash));
-            fmt::print("| {} | {} | {} | {} | {:.3f} | {:.2f} | {} | {} |\n", name, n, d,
-                       causal ? "yes" : "no", t.median_ms, tflops(c, t.median_ms), model, t.runs);
+            fmt::print("| {} | {} | {} | {} | {:.3f} | {:.2f} | {} | {} |\n", name, n, d, causal ? "yes" : "no",
+                       t.median_ms, tflops(c, t.median_ms), model, t.runs);
           }
           std::fflush(stdout);
         }

@@ -39,7 +39,7 @@
 namespace {
 
 // Rough CPU-path rates, measured on a 2-core laptop (for the estimate of a long run only).
-constexpr double kFlashFlopsPerSecond = 1e9;   // this chapter's kernel through common/simt
+constexpr double kFlashFlopsPerSecond = 1e9;    // this chapter's kernel through common/simt
 constexpr double kNaiveFlopsPerSecond = 0.5e9;  // chapter 04's three kernels
 
 // Rows of chapter 03's float64 reference when chapter 04 cannot run the problem.
@@ -91,8 +91,8 @@ int main(int argc, char** argv) {
   fa::cli::add_integer(app, "--br", traffic_br, "with --traffic: query rows per tile, Br (Bc is set equal)", 1,
                        ch05::kMaxBlock)
       ->needs(traffic_flag);
-  fa::cli::add_integer(app, "--bytes", traffic_bytes, "with --traffic: bytes per value (2 for BF16, 4 for float32)",
-                       1, ch05::kMaxBytesPerValue)
+  fa::cli::add_integer(app, "--bytes", traffic_bytes, "with --traffic: bytes per value (2 for BF16, 4 for float32)", 1,
+                       ch05::kMaxBytesPerValue)
       ->needs(traffic_flag);
   program.summary_option()->excludes(traffic_flag);
   fa::ProfileFlags profile;  // --profile, --profile-json: the kernel's memory accesses (common/simt/profile.h)
@@ -112,8 +112,12 @@ int main(int argc, char** argv) {
         fmt::print("\n(the traffic table: BF16, blocks of 128; try --seq, --head-dim, --br, --bytes)\n");
       } else {
         const auto br = static_cast<std::int64_t>(traffic_br);
-        const ch05::TrafficCase c{static_cast<std::int64_t>(traffic_seq), static_cast<std::int64_t>(cli.head_dim), br,
-                                  br, static_cast<std::int64_t>(traffic_bytes), 4};
+        const ch05::TrafficCase c{static_cast<std::int64_t>(traffic_seq),
+                                  static_cast<std::int64_t>(cli.head_dim),
+                                  br,
+                                  br,
+                                  static_cast<std::int64_t>(traffic_bytes),
+                                  4};
         fmt::print("{}", ch05::format_traffic_table(std::vector<ch05::TrafficCase>{c}));
       }
       return std::nullopt;
@@ -134,21 +138,24 @@ int main(int argc, char** argv) {
     if (!no_chapter_04) plan.add("chapter 04's kernels (with S and P)", ch04::memory_needed(shape));
     plan.check("ch05_flash_attention_2");
 
-    fa::demo::print_heading(5, fmt::format("FlashAttention-2: Br = {} query rows per block, K and V streamed in tiles of Bc = {}",
-                                           tile.Br, tile.Bc));
+    fa::demo::print_heading(
+        5, fmt::format("FlashAttention-2: Br = {} query rows per block, K and V streamed in tiles of Bc = {}", tile.Br,
+                       tile.Bc));
     fa::demo::print_shows(
         "One kernel: each thread block holds Br query rows with their running max m, sum l and un-scaled\n"
         "output, and streams K and V through shared memory in tiles of Bc keys, folding each tile in with\n"
         "chapter 03's recurrence. S and P exist only a tile at a time, on chip. O is compared with chapter\n"
         "04's three kernels on the same inputs, and L = m + log(l) with the log-sum-exp of chapter 04's S.");
     if (no_chapter_04) {
-      fmt::print("Chapter 04 cannot run this problem: {}.\nSo O and L are compared with chapter 03 (float64) on {} "
-                 "rows spread over the problem instead.\n\n", *no_chapter_04, kReferenceRows);
+      fmt::print(
+          "Chapter 04 cannot run this problem: {}.\nSo O and L are compared with chapter 03 (float64) on {} "
+          "rows spread over the problem instead.\n\n",
+          *no_chapter_04, kReferenceRows);
     }
     const double flops = 4.0 * static_cast<double>(shape.batch * shape.heads) * static_cast<double>(shape.seq_len_q) *
                          static_cast<double>(shape.seq_len_k) * static_cast<double>(shape.head_dim);
-    const double rate = no_chapter_04 ? kFlashFlopsPerSecond
-                                      : 1.0 / (1.0 / kFlashFlopsPerSecond + 1.0 / kNaiveFlopsPerSecond);
+    const double rate =
+        no_chapter_04 ? kFlashFlopsPerSecond : 1.0 / (1.0 / kFlashFlopsPerSecond + 1.0 / kNaiveFlopsPerSecond);
     const bool long_run = device == fa::Device::cpu && fa::demo::announce_long_run(flops, rate);
     const fa::AttentionProblem in = fa::load_or_draw(cli);
     fmt::print("Q {}, K and V with seq_len {}{}; inputs: {}; device: {}\n\n", in.Q.shape.str(), shape.seq_len_k,
@@ -159,9 +166,8 @@ int main(int argc, char** argv) {
       return run();
     };
 
-    const ch05::Result flash = with_progress("FlashAttention-2", [&] {
-      return ch05::flash_attention_2(in.Q, in.K, in.V, options, device);
-    });
+    const ch05::Result flash =
+        with_progress("FlashAttention-2", [&] { return ch05::flash_attention_2(in.Q, in.K, in.V, options, device); });
     fmt::print("{}", ch05::format_profile_beside_model(fa::end_profile(profile), in.Q.shape, shape.seq_len_k, tile,
                                                        cli.causal));
     const ch03::AttentionOptions reference_options{.scale = cli.scale, .causal = cli.causal};
@@ -170,11 +176,12 @@ int main(int argc, char** argv) {
     ch05::WorstL L_worst;
     std::string against;
     if (!no_chapter_04) {
-      const ch04::Result naive = with_progress("chapter 04's kernels", [&] {
-        return ch04::naive_attention(in.Q, in.K, in.V, naive_options, device);
-      });
-      fmt::print("time: {:.3f} ms for FlashAttention-2, {:.3f} ms for chapter 04's three kernels ({}; wall "
-                 "clock of one run, not a benchmark)\n", flash.elapsed_ms, naive.elapsed_ms, fa::to_string(device));
+      const ch04::Result naive = with_progress(
+          "chapter 04's kernels", [&] { return ch04::naive_attention(in.Q, in.K, in.V, naive_options, device); });
+      fmt::print(
+          "time: {:.3f} ms for FlashAttention-2, {:.3f} ms for chapter 04's three kernels ({}; wall "
+          "clock of one run, not a benchmark)\n",
+          flash.elapsed_ms, naive.elapsed_ms, fa::to_string(device));
       err_O = fa::compare(flash.O.values, naive.O.values);
       std::vector<double> L_ref(flash.L.size());
       for (std::size_t r = 0; r < L_ref.size(); ++r) {
@@ -211,8 +218,12 @@ int main(int argc, char** argv) {
                L_worst.row, L_worst.error, L_worst.bound);
 
     if (in.Q.shape.seq_len == shape.seq_len_k) {
-      const ch05::TrafficCase model{static_cast<std::int64_t>(shape.seq_len_k), static_cast<std::int64_t>(shape.head_dim),
-                                    tile.Br, tile.Bc, 4, 4};
+      const ch05::TrafficCase model{static_cast<std::int64_t>(shape.seq_len_k),
+                                    static_cast<std::int64_t>(shape.head_dim),
+                                    tile.Br,
+                                    tile.Bc,
+                                    4,
+                                    4};
       fmt::print("\nThe traffic model for one head of this problem (float32, non-causal):\n{}",
                  ch05::format_traffic_table(std::vector<ch05::TrafficCase>{model}));
     }

@@ -4,8 +4,7 @@
 
 namespace ch05 {
 
-std::string format_profile_beside_model(const std::vector<simt::profile::KernelProfile>& kernels,
-                                        const KernelCase& c) {
+std::string format_profile_beside_model(const std::vector<simt::profile::KernelProfile>& kernels, const KernelCase& c) {
   const simt::profile::KernelProfile* fa2 = simt::profile::find_kernel(kernels, "flash_attention_2_kernel");
   if (fa2 == nullptr) return "";
   const bool walkable = c.seq_len_q == c.seq_len_k && !c.causal;
@@ -36,17 +35,16 @@ std::string format_profile_beside_model(const std::vector<simt::profile::KernelP
   out += fmt::format("  stores (L)         {:>16} {:>14} {:>14}\n", exact.stats_write, "", "not modelled");
   out += fmt::format("  stores (O and L)   {:>16} {:>14}\n", stores, 32 * fa2->global_store.sectors);
   const bool same = loads == model_loads && o_measured == model_o;
-  out += same ? "  -> the kernel moves exactly the bytes the model counts\n"
-              : "  -> the kernel and the model DIFFER\n";
+  out += same ? "  -> the kernel moves exactly the bytes the model counts\n" : "  -> the kernel and the model DIFFER\n";
   return out;
 }
 
-std::string format_profile_beside_model(const std::vector<simt::profile::KernelProfile>& kernels,
-                                        const fa::Shape4& q, std::size_t seq_len_k, TileShape tile, bool causal) {
+std::string format_profile_beside_model(const std::vector<simt::profile::KernelProfile>& kernels, const fa::Shape4& q,
+                                        std::size_t seq_len_k, TileShape tile, bool causal) {
   return format_profile_beside_model(
       kernels, KernelCase{static_cast<std::int64_t>(q.batch * q.heads), static_cast<std::int64_t>(q.seq_len),
-                          static_cast<std::int64_t>(seq_len_k), static_cast<std::int64_t>(q.head_dim), tile.Br,
-                          tile.Bc, causal});
+                          static_cast<std::int64_t>(seq_len_k), static_cast<std::int64_t>(q.head_dim), tile.Br, tile.Bc,
+                          causal});
 }
 
 }  // namespace ch05

@@ -24,7 +24,7 @@ std::string format_profile_beside_model(const std::vector<simt::profile::KernelP
                                         const KernelCase& shape);
 // The same for the demo's problem: Q's shape [batch, heads, seq_len_q, head_dim], the keys'
 // seq_len_k, the tile and the mask.
-std::string format_profile_beside_model(const std::vector<simt::profile::KernelProfile>& kernels,
-                                        const fa::Shape4& q, std::size_t seq_len_k, TileShape tile, bool causal);
+std::string format_profile_beside_model(const std::vector<simt::profile::KernelProfile>& kernels, const fa::Shape4& q,
+                                        std::size_t seq_len_k, TileShape tile, bool causal);
 
 }  // namespace ch05

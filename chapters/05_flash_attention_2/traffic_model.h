@@ -109,14 +109,12 @@ struct HbmBytes {
   std::uint64_t q_read = 0;
   std::uint64_t k_read = 0;
   std::uint64_t v_read = 0;
-  std::uint64_t o_read = 0;       // FA1 order only: the partial O_i, read back for the next key block
+  std::uint64_t o_read = 0;  // FA1 order only: the partial O_i, read back for the next key block
   std::uint64_t o_write = 0;
   std::uint64_t stats_read = 0;   // FA1 order only: m_i and l_i, read back
   std::uint64_t stats_write = 0;  // FA1 order only: m_i and l_i, written after each tile
 
-  std::uint64_t total() const {
-    return q_read + k_read + v_read + o_read + o_write + stats_read + stats_write;
-  }
+  std::uint64_t total() const { return q_read + k_read + v_read + o_read + o_write + stats_read + stats_write; }
   bool operator==(const HbmBytes&) const = default;
 };
 
@@ -156,10 +154,10 @@ inline std::uint64_t standard_attention_bytes(const TrafficCase& c) {
 inline std::uint64_t fa2_bytes_closed_form(const TrafficCase& c) {
   check_traffic_case(c);
   if (c.seq_len % c.Br != 0) {
-    throw std::invalid_argument(fmt::format(
-        "fa2_bytes_closed_form: seq_len {} is not a multiple of Br {}; the closed form assumes it "
-        "is: walk_fa2 counts every seq_len exactly",
-        c.seq_len, c.Br));
+    throw std::invalid_argument(
+        fmt::format("fa2_bytes_closed_form: seq_len {} is not a multiple of Br {}; the closed form assumes it "
+                    "is: walk_fa2 counts every seq_len exactly",
+                    c.seq_len, c.Br));
   }
   const std::uint64_t N = c.seq_len, d = c.head_dim, e = c.bytes, Br = c.Br;
   return e * (2 * N * d + 2 * N * N * d / Br);
@@ -181,15 +179,14 @@ inline std::uint64_t floor_bytes(const TrafficCase& c) {
 inline std::uint64_t fa1_bytes_closed_form(const TrafficCase& c) {
   check_traffic_case(c);
   if (c.seq_len % c.Bc != 0) {
-    throw std::invalid_argument(fmt::format(
-        "fa1_bytes_closed_form: seq_len {} is not a multiple of Bc {}; the closed form assumes it "
-        "is: walk_fa1 counts every seq_len exactly",
-        c.seq_len, c.Bc));
+    throw std::invalid_argument(
+        fmt::format("fa1_bytes_closed_form: seq_len {} is not a multiple of Bc {}; the closed form assumes it "
+                    "is: walk_fa1 counts every seq_len exactly",
+                    c.seq_len, c.Bc));
   }
   const std::uint64_t N = c.seq_len, d = c.head_dim, e = c.bytes, s = c.stat_bytes;
   const std::uint64_t Tc = N / c.Bc;
-  return e * (2 * N * d + Tc * N * d + (Tc - 1) * N * d + Tc * N * d) +
-         s * (2 * N * (Tc - 1) + 2 * N * Tc);
+  return e * (2 * N * d + Tc * N * d + (Tc - 1) * N * d + Tc * N * d) + s * (2 * N * (Tc - 1) + 2 * N * Tc);
 }
 
 // ---- Tile walks ------------------------------------------------------------------------------
@@ -201,10 +198,10 @@ inline void check_walk(const TrafficCase& c, const char* who) {
   const std::uint64_t N = c.seq_len;
   const std::uint64_t Tr = ceil_div(N, c.Br), Tc = ceil_div(N, c.Bc);
   if (Tr * Tc > static_cast<std::uint64_t>(kMaxTiles)) {
-    throw std::invalid_argument(fmt::format(
-        "{}: seq_len {} in tiles of Br {} x Bc {} is {} x {} = {} tiles; the walk visits at most {}: "
-        "use larger blocks or a shorter sequence",
-        who, N, c.Br, c.Bc, Tr, Tc, Tr * Tc, kMaxTiles));
+    throw std::invalid_argument(
+        fmt::format("{}: seq_len {} in tiles of Br {} x Bc {} is {} x {} = {} tiles; the walk visits at most {}: "
+                    "use larger blocks or a shorter sequence",
+                    who, N, c.Br, c.Bc, Tr, Tc, Tr * Tc, kMaxTiles));
   }
 }
 
@@ -226,13 +223,13 @@ inline Traffic walk_fa2(const TrafficCase& c, const TileVisitor& visit = {}) {
         t.moved.q_read += e * rows * d;
         t.once.q_read += e * rows * d;
       }
-      t.moved.k_read += e * cols * d;                       // line 7: K_j, V_j, every tile
+      t.moved.k_read += e * cols * d;  // line 7: K_j, V_j, every tile
       t.moved.v_read += e * cols * d;
-      if (i == 0) {                                         // later query blocks find them in L2
+      if (i == 0) {  // later query blocks find them in L2
         t.once.k_read += e * cols * d;
         t.once.v_read += e * cols * d;
       }
-      if (j == Tc - 1) {                                    // line 14: O_i, after its last tile
+      if (j == Tc - 1) {  // line 14: O_i, after its last tile
         t.moved.o_write += e * rows * d;
         t.once.o_write += e * rows * d;
       }
@@ -257,25 +254,25 @@ inline Traffic walk_fa1(const TrafficCase& c, const TileVisitor& visit = {}) {
   const std::uint64_t Tr = ceil_div(N, Br), Tc = ceil_div(N, Bc);
   Traffic t;
   std::int64_t step = 0;
-  for (std::uint64_t j = 0; j < Tc; ++j) {                  // line 5
+  for (std::uint64_t j = 0; j < Tc; ++j) {  // line 5
     const std::uint64_t cols = std::min(Bc, N - j * Bc);
-    for (std::uint64_t i = 0; i < Tr; ++i) {                // line 7
+    for (std::uint64_t i = 0; i < Tr; ++i) {  // line 7
       const std::uint64_t rows = std::min(Br, N - i * Br);
-      if (i == 0) {                                         // line 6: K_j, V_j, once per key block
+      if (i == 0) {  // line 6: K_j, V_j, once per key block
         t.moved.k_read += e * cols * d;
         t.moved.v_read += e * cols * d;
         t.once.k_read += e * cols * d;
         t.once.v_read += e * cols * d;
       }
-      t.moved.q_read += e * rows * d;                       // line 8: Q_i, every tile
-      if (j == 0) t.once.q_read += e * rows * d;            // later key blocks find it in L2
-      if (j > 0) {                                          // line 8: last key block's partials
+      t.moved.q_read += e * rows * d;             // line 8: Q_i, every tile
+      if (j == 0) t.once.q_read += e * rows * d;  // later key blocks find it in L2
+      if (j > 0) {                                // line 8: last key block's partials
         t.moved.o_read += e * rows * d;
         t.moved.stats_read += 2 * s * rows;
       }
-      t.moved.o_write += e * rows * d;                      // lines 12-13: every tile
+      t.moved.o_write += e * rows * d;  // lines 12-13: every tile
       t.moved.stats_write += 2 * s * rows;
-      if (j == Tc - 1) {                                    // only the final values stay in HBM
+      if (j == Tc - 1) {  // only the final values stay in HBM
         t.once.o_write += e * rows * d;
         t.once.stats_write += 2 * s * rows;
       }

@@ -43,8 +43,8 @@ inline std::string format_megabytes(std::uint64_t bytes) {
   const int decimals = exponent >= 2 ? 0 : 2 - exponent;  // the third significant figure's place
   std::string s = fmt::format("{:.{}f}", mb, decimals);
   if (s.find('.') != std::string::npos) {
-    s.erase(s.find_last_not_of('0') + 1);   // 2.10 -> 2.1, as the traffic table prints it
-    if (s.back() == '.') s.pop_back();       // 10.0 -> 10
+    s.erase(s.find_last_not_of('0') + 1);  // 2.10 -> 2.1, as the traffic table prints it
+    if (s.back() == '.') s.pop_back();     // 10.0 -> 10
   }
   return s;
 }
@@ -67,15 +67,14 @@ inline TrafficRow traffic_row(const TrafficCase& c) {
 // Throws std::invalid_argument (naming the bad field) as walk_fa2, for the first bad case.
 inline std::string format_traffic_table(std::span<const TrafficCase> cases) {
   std::string out = "HBM traffic of one head's forward pass (model; MB = 10^6 bytes)\n\n";
-  out += fmt::format("  {:>18}  {:>5}  {:>11}  {:>18}  {:>16}  {:>24}\n", "seq_len x head_dim",
-                     "bytes", "Br x Bc", "standard attention", "FA2, no L2 reuse",
-                     "every value once (floor)");
+  out += fmt::format("  {:>18}  {:>5}  {:>11}  {:>18}  {:>16}  {:>24}\n", "seq_len x head_dim", "bytes", "Br x Bc",
+                     "standard attention", "FA2, no L2 reuse", "every value once (floor)");
   for (const TrafficCase& c : cases) {
     const TrafficRow r = traffic_row(c);
-    out += fmt::format("  {:>18}  {:>5}  {:>11}  {:>18}  {:>16}  {:>24}\n",
-                       fmt::format("{} x {}", c.seq_len, c.head_dim), c.bytes,
-                       fmt::format("{} x {}", c.Br, c.Bc), format_megabytes(r.standard) + " MB",
-                       format_megabytes(r.fa2) + " MB", format_megabytes(r.floor) + " MB");
+    out +=
+        fmt::format("  {:>18}  {:>5}  {:>11}  {:>18}  {:>16}  {:>24}\n", fmt::format("{} x {}", c.seq_len, c.head_dim),
+                    c.bytes, fmt::format("{} x {}", c.Br, c.Bc), format_megabytes(r.standard) + " MB",
+                    format_megabytes(r.fa2) + " MB", format_megabytes(r.floor) + " MB");
   }
   return out;
 }

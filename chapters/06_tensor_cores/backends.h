@@ -51,23 +51,20 @@ struct DeviceRun {
 //                        the host API checks); returns when the kernel is done;
 //   run_tensor_cores:    host data in, host data out (copies, NaN-poisons O and L, launches).
 namespace cpu {  // always built
-void launch_tensor_cores(const void* Q, const void* K, const void* V, void* O, float* L,
-                         const DeviceProblem& problem);
+void launch_tensor_cores(const void* Q, const void* K, const void* V, void* O, float* L, const DeviceProblem& problem);
 DeviceRun run_tensor_cores(std::span<const std::uint16_t> Q, std::span<const std::uint16_t> K,
                            std::span<const std::uint16_t> V, const DeviceProblem& problem);
 }  // namespace cpu
 
 namespace gpu {  // built where nvcc was found (FA_HAVE_CUDA); device pointers for launch_* and enqueue_*
-void launch_tensor_cores(const void* Q, const void* K, const void* V, void* O, float* L,
-                         const DeviceProblem& problem);
+void launch_tensor_cores(const void* Q, const void* K, const void* V, void* O, float* L, const DeviceProblem& problem);
 DeviceRun run_tensor_cores(std::span<const std::uint16_t> Q, std::span<const std::uint16_t> K,
                            std::span<const std::uint16_t> V, const DeviceProblem& problem);
 // For the benchmark (gpu_bench.cpp): prepare_tensor_cores sets the kernel's shared-memory
 // allowance (cudaFuncSetAttribute) once, outside the timed region; enqueue_tensor_cores then only
 // puts the kernel on the default stream (no cudaDeviceSynchronize) and checks the launch.
 void prepare_tensor_cores(const DeviceProblem& problem);
-void enqueue_tensor_cores(const void* Q, const void* K, const void* V, void* O, float* L,
-                          const DeviceProblem& problem);
+void enqueue_tensor_cores(const void* Q, const void* K, const void* V, void* O, float* L, const DeviceProblem& problem);
 }  // namespace gpu
 
 }  // namespace ch06

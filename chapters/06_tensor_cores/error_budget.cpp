@@ -23,8 +23,8 @@ double rounded(double x, ElementType element) {
 
 double unit_roundoff(ElementType element) { return element == ElementType::bf16 ? 0x1p-8 : 0x1p-11; }
 
-ErrorBudget error_budget(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K,
-                         const fa::Tensor4<float>& V, double scale, bool causal, ElementType element) {
+ErrorBudget error_budget(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K, const fa::Tensor4<float>& V,
+                         double scale, bool causal, ElementType element) {
   const fa::AttentionShape shape = fa::check_attention_shapes(Q.shape, K.shape, V.shape);
   const std::size_t d = shape.head_dim;
   std::vector<double> exact(Q.values.size()), low(Q.values.size());
@@ -34,8 +34,7 @@ ErrorBudget error_budget(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& 
     const float* V_head = &V.values[bh * shape.seq_len_k * d];
     for (std::size_t i = 0; i < shape.seq_len_q; ++i) {
       const float* q = &Q.values[(bh * shape.seq_len_q + i) * d];
-      const std::size_t seen = causal ? fa::causal_visible_keys(i, shape.seq_len_q, shape.seq_len_k)
-                                      : shape.seq_len_k;
+      const std::size_t seen = causal ? fa::causal_visible_keys(i, shape.seq_len_q, shape.seq_len_k) : shape.seq_len_k;
       double m = -INFINITY;
       for (std::size_t j = 0; j < seen; ++j) {
         const float* k = K_head + j * d;
@@ -86,7 +85,8 @@ std::vector<double> L_bounds(const fa::Tensor4<float>& Q, const fa::Tensor4<floa
     }
     for (std::size_t i = 0; i < qs.seq_len; ++i) {
       const double L = L_05[bounds.size()];
-      const double magnitude = std::fabs(scale) * norm(&Q.values[(bh * qs.seq_len + i) * qs.head_dim], qs.head_dim) * k_max;
+      const double magnitude =
+          std::fabs(scale) * norm(&Q.values[(bh * qs.seq_len + i) * qs.head_dim], qs.head_dim) * k_max;
       bounds.push_back(std::isinf(L) ? 0.0
                                      : 2.4e-7 * (std::fabs(L) + static_cast<double>(ks.seq_len) + 1.0) +
                                            2.4e-7 * static_cast<double>(qs.head_dim) * magnitude);

@@ -54,8 +54,8 @@ struct ErrorBudget {
 // seq_len_k, head_dim], float32 holding values of `element` (round_to); scale and causal as the
 // kernel's. Rows that see no key are zeros in both evaluations. Throws std::invalid_argument for
 // shapes that do not fit together.
-ErrorBudget error_budget(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K,
-                         const fa::Tensor4<float>& V, double scale, bool causal, ElementType element);
+ErrorBudget error_budget(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K, const fa::Tensor4<float>& V,
+                         double scale, bool causal, ElementType element);
 
 // The bound on |L - L_05| for each row of L (L_05: chapter 05's L on the same inputs), in the order
 // of L, [batch, heads, seq_len_q]. Both are float32, L = m + log(l). Chapter 05's tests bound its

@@ -18,9 +18,9 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <cuda_runtime.h>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "chapters/06_tensor_cores/tensor_cores.h"
 #include "common/cuda_check.h"  // after <cuda_runtime.h>
@@ -73,8 +73,8 @@ int main(int argc, char** argv) {
     FA_CUDA_CHECK(cudaGetDevice(&device));
     FA_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
     if (!once) {
-      fmt::print("device: {}; batch {}, heads {}, tile {}; median of {} runs after {} warm-up\n\n", prop.name,
-                 batch, heads, tile_text, runs, warmup);
+      fmt::print("device: {}; batch {}, heads {}, tile {}; median of {} runs after {} warm-up\n\n", prop.name, batch,
+                 heads, tile_text, runs, warmup);
       fmt::print("| kernel | dtype | seq_len | head_dim | causal | median ms | TFLOP/s |\n");
       fmt::print("|---|---|---|---|---|---|---|\n");
     }
@@ -83,8 +83,8 @@ int main(int argc, char** argv) {
       for (int n : seq_lens) {
         for (int d : head_dims) {
           const std::size_t qkv = static_cast<std::size_t>(batch) * heads * n * d;
-          const fa::bench::DeviceArray<std::uint16_t> Q(element_bits(qkv, 1, element)), K(element_bits(qkv, 2, element)),
-              V(element_bits(qkv, 3, element)), O(qkv);
+          const fa::bench::DeviceArray<std::uint16_t> Q(element_bits(qkv, 1, element)),
+              K(element_bits(qkv, 2, element)), V(element_bits(qkv, 3, element)), O(qkv);
           const fa::bench::DeviceArray<float> L(static_cast<std::size_t>(batch) * heads * n);
           for (bool causal : {false, true}) {
             const ch06::DeviceProblem problem{

@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "chapters/05_flash_attention_2/flash_attention_2.h"
 #include "chapters/06_tensor_cores/error_budget.h"
@@ -99,25 +99,31 @@ int main(int argc, char** argv) {
                                            type, tile.Br, tile.Bc));
     fa::demo::print_shows(
         "Chapter 05's algorithm with its two matrix products on tensor cores: each warp holds 16 query rows\n"
-        "as mma.sync fragments, S = Q K^T and O += P V are m16n8k16 products of " + type + " numbers summed in\n"
+        "as mma.sync fragments, S = Q K^T and O += P V are m16n8k16 products of " +
+        type +
+        " numbers summed in\n"
         "float32, P goes from the accumulator registers straight into the next product's operand, and K, V\n"
         "arrive by cp.async into swizzled shared memory. O is compared with chapter 05's float32 kernel on\n"
-        "the same inputs, within the error that " + type + " itself brings (FlashAttention's rule).");
+        "the same inputs, within the error that " +
+        type + " itself brings (FlashAttention's rule).");
     fmt::print("Q {}, K and V with seq_len {}{}; inputs: {}, rounded to {} (round to nearest even); device: {}\n\n",
                in.Q.shape.str(), in.K.shape.seq_len, cli.causal ? ", causal" : "", in.origin, type,
                fa::to_string(device));
 
     const ch06::Result tc = ch06::tensor_core_attention(Q, K, V, options, device);
     const ch05::Result f32 = ch05::flash_attention_2(Q, K, V, {cli.scale, cli.causal, {64, 64}}, device);
-    fmt::print("time: {:.3f} ms on tensor cores ({}), {:.3f} ms for chapter 05's float32 kernel ({}; wall clock of "
-               "one run, not a benchmark)\n", tc.elapsed_ms, type, f32.elapsed_ms, fa::to_string(device));
+    fmt::print(
+        "time: {:.3f} ms on tensor cores ({}), {:.3f} ms for chapter 05's float32 kernel ({}; wall clock of "
+        "one run, not a benchmark)\n",
+        tc.elapsed_ms, type, f32.elapsed_ms, fa::to_string(device));
 
     const double scale = cli.scale.value_or(fa::default_scale(shape.head_dim));
     const ch06::ErrorBudget budget = ch06::error_budget(Q, K, V, scale, cli.causal, element);
-    fmt::print("error budget of {} (unit roundoff {:.2g}): an evaluation in float64 with P and O rounded to {} is\n"
-               "  {:.3g} from exact (rel L2); the bound is {} x that + {:.0e} = {:.3g}\n",
-               type, ch06::unit_roundoff(element), type, budget.reference_rel_l2, ch06::kBudgetFactor,
-               ch06::kFloat32Floor, budget.bound);
+    fmt::print(
+        "error budget of {} (unit roundoff {:.2g}): an evaluation in float64 with P and O rounded to {} is\n"
+        "  {:.3g} from exact (rel L2); the bound is {} x that + {:.0e} = {:.3g}\n",
+        type, ch06::unit_roundoff(element), type, budget.reference_rel_l2, ch06::kBudgetFactor, ch06::kFloat32Floor,
+        budget.bound);
     const fa::ErrorStats err_O = fa::compare(tc.O.values, f32.O.values);
     fmt::print("agreement with chapter 05, O: {}\n  -> {}\n", fa::describe(err_O),
                err_O.rel_l2 <= budget.bound ? "within the budget" : "OUTSIDE the budget");

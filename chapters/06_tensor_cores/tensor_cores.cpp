@@ -36,9 +36,9 @@ std::vector<std::uint16_t> to_element_bits(const fa::Tensor4<float>& x, ElementT
   for (std::size_t k = 0; k < bits.size(); ++k) {
     bits[k] = element_bits(x.values[k], element);
     if (std::isfinite(x.values[k]) && std::isinf(element_value(bits[k], element))) {
-      throw std::invalid_argument(fmt::format(
-          "{}[{}] = {} does not fit in {}: its largest finite value is {} (scale the inputs, or use bf16)",
-          name, k, x.values[k], to_string(element), element == ElementType::f16 ? "65504" : "3.39e38"));
+      throw std::invalid_argument(
+          fmt::format("{}[{}] = {} does not fit in {}: its largest finite value is {} (scale the inputs, or use bf16)",
+                      name, k, x.values[k], to_string(element), element == ElementType::f16 ? "65504" : "3.39e38"));
     }
   }
   return bits;
@@ -68,20 +68,21 @@ fa::Tensor4<float> round_to(const fa::Tensor4<float>& x, ElementType element, st
 
 DeviceProblem check_problem(const fa::AttentionShape& shape, const Options& options) {
   if (std::find(kHeadDims.begin(), kHeadDims.end(), static_cast<int>(shape.head_dim)) == kHeadDims.end()) {
-    throw std::invalid_argument(fmt::format(
-        "tensor_core_attention: head_dim {} is not supported; the kernel is compiled for head_dim {}",
-        shape.head_dim, fmt::join(kHeadDims, ", ")));
+    throw std::invalid_argument(
+        fmt::format("tensor_core_attention: head_dim {} is not supported; the kernel is compiled for head_dim {}",
+                    shape.head_dim, fmt::join(kHeadDims, ", ")));
   }
   if (std::find(kTileShapes.begin(), kTileShapes.end(), options.tile) == kTileShapes.end()) {
-    throw std::invalid_argument(fmt::format("tensor_core_attention: tile Br x Bc = {} is not compiled; choose one of {}",
-                                            tile_name(options.tile), tile_list()));
+    throw std::invalid_argument(
+        fmt::format("tensor_core_attention: tile Br x Bc = {} is not compiled; choose one of {}",
+                    tile_name(options.tile), tile_list()));
   }
   return {fa::device_problem("tensor_core_attention", shape, options.scale, options.causal), options.tile,
           options.element};
 }
 
-Result tensor_core_attention(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K,
-                             const fa::Tensor4<float>& V, const Options& options, fa::Device device) {
+Result tensor_core_attention(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K, const fa::Tensor4<float>& V,
+                             const Options& options, fa::Device device) {
   const DeviceProblem problem = check_problem(fa::check_attention_shapes(Q.shape, K.shape, V.shape), options);
   const std::vector<std::uint16_t> q = to_element_bits(Q, options.element, "Q");
   const std::vector<std::uint16_t> k = to_element_bits(K, options.element, "K");

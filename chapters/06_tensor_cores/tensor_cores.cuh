@@ -87,9 +87,7 @@ inline constexpr int kRowsPerWarp = 16;  // the M of mma.m16n8k16
 inline constexpr unsigned kFullMask = 0xffffffffu;
 
 // x limited to [lo, hi].
-__host__ __device__ __forceinline__ int clamp_int(int x, int lo, int hi) {
-  return x < lo ? lo : (x > hi ? hi : x);
-}
+__host__ __device__ __forceinline__ int clamp_int(int x, int lo, int hi) { return x < lo ? lo : (x > hi ? hi : x); }
 
 // Element offset of (row, col) in a [rows][HEAD_DIM] shared-memory tile: 16-byte chunk col / 8 of
 // the row is stored at chunk position (col / 8) ^ (row % 8). Rows stay where they are; only the
@@ -111,16 +109,14 @@ struct ElementOps;
 template <>
 struct ElementOps<simt::bf16> {
   __device__ static __forceinline__ std::uint32_t pack(float lo, float hi) { return simt::pack_bf16x2(lo, hi); }
-  __device__ static __forceinline__ void mma(float (&d)[4], const std::uint32_t (&a)[4],
-                                             const std::uint32_t (&b)[2]) {
+  __device__ static __forceinline__ void mma(float (&d)[4], const std::uint32_t (&a)[4], const std::uint32_t (&b)[2]) {
     simt::mma_m16n8k16_bf16(d, a, b, d);
   }
 };
 template <>
 struct ElementOps<simt::f16> {
   __device__ static __forceinline__ std::uint32_t pack(float lo, float hi) { return simt::pack_f16x2(lo, hi); }
-  __device__ static __forceinline__ void mma(float (&d)[4], const std::uint32_t (&a)[4],
-                                             const std::uint32_t (&b)[2]) {
+  __device__ static __forceinline__ void mma(float (&d)[4], const std::uint32_t (&a)[4], const std::uint32_t (&b)[2]) {
     simt::mma_m16n8k16_f16(d, a, b, d);
   }
 };
@@ -146,8 +142,7 @@ __device__ __forceinline__ void copy_16_bytes(void* dst, const void* src) {
 // shared tile by cp.async, 16 bytes per copy, spread over the block's THREADS threads. Rows at or
 // past seq_len are zero-filled (src-size 0): the tail of the last tile, which the mask then hides.
 template <int HEAD_DIM, int ROWS, int THREADS, class Element>
-__device__ __forceinline__ void copy_tile_async(Element* tile, const Element* head, int row0,
-                                                int seq_len, int tid) {
+__device__ __forceinline__ void copy_tile_async(Element* tile, const Element* head, int row0, int seq_len, int tid) {
   constexpr int kChunksPerRow = HEAD_DIM / 8;
   CH06_UNROLL
   for (int c = tid; c < ROWS * kChunksPerRow; c += THREADS) {
@@ -167,9 +162,8 @@ __device__ __forceinline__ void copy_tile_async(Element* tile, const Element* he
 // scale_log2 = scale * log2(e).
 template <class Element, int HEAD_DIM, int Br, int Bc>
 __global__ void __launch_bounds__(Br / kRowsPerWarp * 32)
-    tensor_cores_kernel(const Element* __restrict__ Q, const Element* __restrict__ K,
-                        const Element* __restrict__ V, Element* __restrict__ O,
-                        float* __restrict__ L, int seq_len_q, int seq_len_k, float scale_log2,
+    tensor_cores_kernel(const Element* __restrict__ Q, const Element* __restrict__ K, const Element* __restrict__ V,
+                        Element* __restrict__ O, float* __restrict__ L, int seq_len_q, int seq_len_k, float scale_log2,
                         bool causal) {
   static_assert(HEAD_DIM % 64 == 0, "a row must hold at least 8 chunks of 16 bytes for the swizzle");
   static_assert(Br % kRowsPerWarp == 0 && Bc % 16 == 0, "Br: 16 rows per warp; Bc: k-steps of 16 keys");
@@ -182,8 +176,8 @@ __global__ void __launch_bounds__(Br / kRowsPerWarp * 32)
   using Ops = ElementOps<Element>;
 
   SIMT_DYNAMIC_SHARED(Element, shared);
-  Element* Qs = shared;                // [Br][HEAD_DIM], later this block's O_i
-  Element* Ks = Qs + Br * HEAD_DIM;    // [2][Bc][HEAD_DIM]
+  Element* Qs = shared;                  // [Br][HEAD_DIM], later this block's O_i
+  Element* Ks = Qs + Br * HEAD_DIM;      // [2][Bc][HEAD_DIM]
   Element* Vs = Ks + 2 * Bc * HEAD_DIM;  // [2][Bc][HEAD_DIM]
 
   const int tid = static_cast<int>(threadIdx.x);
@@ -205,7 +199,7 @@ __global__ void __launch_bounds__(Br / kRowsPerWarp * 32)
   auto visible = [&](int i) { return causal ? clamp_int(i + shift + 1, 0, seq_len_k) : seq_len_k; };
   const int last_row = (i0 + Br < seq_len_q ? i0 + Br : seq_len_q) - 1;
   const int num_tiles = (visible(last_row) + Bc - 1) / Bc;
-  const int unmasked_keys = visible(i0);  // every row of the block sees keys 0 .. unmasked_keys-1
+  const int unmasked_keys = visible(i0);                   // every row of the block sees keys 0 .. unmasked_keys-1
   const int visible_lo = visible(i0 + warp_row0 + g);      // this lane's row g
   const int visible_hi = visible(i0 + warp_row0 + g + 8);  // and row g+8
 
@@ -216,7 +210,7 @@ __global__ void __launch_bounds__(Br / kRowsPerWarp * 32)
     copy_tile_async<HEAD_DIM, Bc, kThreads>(Ks, K_head, 0, seq_len_k, tid);
     copy_tile_async<HEAD_DIM, Bc, kThreads>(Vs, V_head, 0, seq_len_k, tid);
   }
-  simt::cp_async_commit_group();  // (an empty group when there is no tile: the waits stay uniform)
+  simt::cp_async_commit_group();   // (an empty group when there is no tile: the waits stay uniform)
   simt::cp_async_wait_group<1>();  // this thread's part of Q_i has landed
   __syncthreads();                 // ... and every other thread's
 
@@ -271,8 +265,8 @@ __global__ void __launch_bounds__(Br / kRowsPerWarp * 32)
       CH06_UNROLL
       for (int nk = 0; nk < kKeySteps; ++nk) {
         std::uint32_t k_frag[4];
-        simt::ldmatrix_x4(k_frag, Kj + swizzled<HEAD_DIM>(nk * 16 + lane % 8 + (lane / 16) * 8,
-                                                            kd * 16 + ((lane / 8) % 2) * 8));
+        simt::ldmatrix_x4(
+            k_frag, Kj + swizzled<HEAD_DIM>(nk * 16 + lane % 8 + (lane / 16) * 8, kd * 16 + ((lane / 8) % 2) * 8));
         const std::uint32_t b_lo[2] = {k_frag[0], k_frag[1]};
         const std::uint32_t b_hi[2] = {k_frag[2], k_frag[3]};
         Ops::mma(s[2 * nk], q_frag[kd], b_lo);
@@ -337,8 +331,7 @@ __global__ void __launch_bounds__(Br / kRowsPerWarp * 32)
     // c0 c1 and c2 c3 of key blocks 2 ks and 2 ks + 1. Each pair is rounded to the element type.
     CH06_UNROLL
     for (int ks = 0; ks < kKeySteps; ++ks) {
-      const std::uint32_t p_frag[4] = {Ops::pack(s[2 * ks][0], s[2 * ks][1]),
-                                       Ops::pack(s[2 * ks][2], s[2 * ks][3]),
+      const std::uint32_t p_frag[4] = {Ops::pack(s[2 * ks][0], s[2 * ks][1]), Ops::pack(s[2 * ks][2], s[2 * ks][3]),
                                        Ops::pack(s[2 * ks + 1][0], s[2 * ks + 1][1]),
                                        Ops::pack(s[2 * ks + 1][2], s[2 * ks + 1][3])};
       // V_j as B fragments: B = V_j (keys x d), and B's layout wants two consecutive keys of one
@@ -349,8 +342,8 @@ __global__ void __launch_bounds__(Br / kRowsPerWarp * 32)
       CH06_UNROLL
       for (int nd2 = 0; nd2 < kDBlocks / 2; ++nd2) {
         std::uint32_t v_frag[4];
-        simt::ldmatrix_x4_trans(v_frag, Vj + swizzled<HEAD_DIM>(ks * 16 + lane % 8 + ((lane / 8) % 2) * 8,
-                                                                 nd2 * 16 + (lane / 16) * 8));
+        simt::ldmatrix_x4_trans(
+            v_frag, Vj + swizzled<HEAD_DIM>(ks * 16 + lane % 8 + ((lane / 8) % 2) * 8, nd2 * 16 + (lane / 16) * 8));
         const std::uint32_t b_lo[2] = {v_frag[0], v_frag[1]};
         const std::uint32_t b_hi[2] = {v_frag[2], v_frag[3]};
         Ops::mma(acc[2 * nd2], p_frag, b_lo);
@@ -418,8 +411,7 @@ struct Instance {
 enum class Action { launch, prepare, enqueue };
 
 template <class Element, int HEAD_DIM, int Br, int Bc>
-void act(Action action, const void* Q, const void* K, const void* V, void* O, float* L,
-         const DeviceProblem& p) {
+void act(Action action, const void* Q, const void* K, const void* V, void* O, float* L, const DeviceProblem& p) {
   using I = Instance<Element, HEAD_DIM, Br, Bc>;
   const auto* q = static_cast<const Element*>(Q);
   const auto* k = static_cast<const Element*>(K);
@@ -429,13 +421,13 @@ void act(Action action, const void* Q, const void* K, const void* V, void* O, fl
     simt::set_max_dynamic_shared_bytes<I::kernel>(I::bytes);  // above 48 KiB a GPU needs the opt-in
   }
   if (action == Action::launch) {
-    simt::launch<I::kernel>(I::grid(p), I::block(), I::bytes, q, k, v, o, L, p.seq_len_q, p.seq_len_k,
-                            I::scale_log2(p), p.causal);
+    simt::launch<I::kernel>(I::grid(p), I::block(), I::bytes, q, k, v, o, L, p.seq_len_q, p.seq_len_k, I::scale_log2(p),
+                            p.causal);
   }
 #if defined(__CUDACC__)
   if (action == Action::enqueue) {
-    I::kernel<<<I::grid(p), I::block(), I::bytes>>>(q, k, v, o, L, p.seq_len_q, p.seq_len_k,
-                                                    I::scale_log2(p), p.causal);
+    I::kernel<<<I::grid(p), I::block(), I::bytes>>>(q, k, v, o, L, p.seq_len_q, p.seq_len_k, I::scale_log2(p),
+                                                    p.causal);
     FA_CUDA_CHECK(cudaGetLastError());
   }
 #endif
@@ -444,8 +436,7 @@ void act(Action action, const void* Q, const void* K, const void* V, void* O, fl
 // The element type, head dim and tile shape chosen at run time, mapped onto the compiled instances
 // (the lists are tensor_cores.h's kHeadDims and kTileShapes; the host API refuses anything else).
 template <class Element, int HEAD_DIM>
-void dispatch_tile(Action a, const void* Q, const void* K, const void* V, void* O, float* L,
-                   const DeviceProblem& p) {
+void dispatch_tile(Action a, const void* Q, const void* K, const void* V, void* O, float* L, const DeviceProblem& p) {
   if (p.tile == TileShape{128, 64}) return act<Element, HEAD_DIM, 128, 64>(a, Q, K, V, O, L, p);
   if (p.tile == TileShape{64, 64}) return act<Element, HEAD_DIM, 64, 64>(a, Q, K, V, O, L, p);
   throw std::invalid_argument("tensor_cores: tile shape not compiled (see kTileShapes)");
@@ -455,20 +446,21 @@ template <class Element>
 void dispatch_head_dim(Action a, const void* Q, const void* K, const void* V, void* O, float* L,
                        const DeviceProblem& p) {
   switch (p.head_dim) {
-    case 64: return dispatch_tile<Element, 64>(a, Q, K, V, O, L, p);
-    case 128: return dispatch_tile<Element, 128>(a, Q, K, V, O, L, p);
-    default: throw std::invalid_argument("tensor_cores: head_dim not compiled (see kHeadDims)");
+    case 64:
+      return dispatch_tile<Element, 64>(a, Q, K, V, O, L, p);
+    case 128:
+      return dispatch_tile<Element, 128>(a, Q, K, V, O, L, p);
+    default:
+      throw std::invalid_argument("tensor_cores: head_dim not compiled (see kHeadDims)");
   }
 }
 
-inline void dispatch(Action a, const void* Q, const void* K, const void* V, void* O, float* L,
-                     const DeviceProblem& p) {
+inline void dispatch(Action a, const void* Q, const void* K, const void* V, void* O, float* L, const DeviceProblem& p) {
   if (p.element == ElementType::bf16) return dispatch_head_dim<simt::bf16>(a, Q, K, V, O, L, p);
   return dispatch_head_dim<simt::f16>(a, Q, K, V, O, L, p);
 }
 
-void launch_tensor_cores(const void* Q, const void* K, const void* V, void* O, float* L,
-                         const DeviceProblem& problem) {
+void launch_tensor_cores(const void* Q, const void* K, const void* V, void* O, float* L, const DeviceProblem& problem) {
   dispatch(Action::launch, Q, K, V, O, L, problem);
 }
 

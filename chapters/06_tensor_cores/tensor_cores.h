@@ -39,9 +39,9 @@ fa::Tensor4<float> round_to(const fa::Tensor4<float>& x, ElementType element, st
 std::vector<std::uint16_t> to_element_bits(const fa::Tensor4<float>& x, ElementType element, std::string_view name);
 
 struct Options {
-  std::optional<double> scale;            // softmax scale; 1/sqrt(head_dim) when not given
-  bool causal = false;                    // bottom-right aligned causal mask (common/attention_shapes.h)
-  TileShape tile{128, 64};                // one of kTileShapes
+  std::optional<double> scale;              // softmax scale; 1/sqrt(head_dim) when not given
+  bool causal = false;                      // bottom-right aligned causal mask (common/attention_shapes.h)
+  TileShape tile{128, 64};                  // one of kTileShapes
   ElementType element = ElementType::bf16;  // the type of Q, K, V and O inside the kernel
 };
 
@@ -68,8 +68,7 @@ DeviceProblem check_problem(const fa::AttentionShape& shape, const Options& opti
 // hold, sizes past the kernel's int indexing, or batch * heads > 65535 (the grid's y limit);
 // std::runtime_error when device == gpu and no GPU can be used, or for a CUDA error.
 // Source: Dao 2023, FlashAttention-2, Algorithm 1 (forward pass) and section 3.3 (warps).
-Result tensor_core_attention(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K,
-                             const fa::Tensor4<float>& V, const Options& options = {},
-                             fa::Device device = fa::Device::cpu);
+Result tensor_core_attention(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K, const fa::Tensor4<float>& V,
+                             const Options& options = {}, fa::Device device = fa::Device::cpu);
 
 }  // namespace ch06

@@ -21,9 +21,7 @@ struct TileShape {
 // The tile each compiled head dim runs with. Br != Bc on purpose, so that a kernel that mixes up
 // query rows and keys cannot pass. head_dim 128 takes 32 x 32 so that the dK, dV kernel's shared
 // memory (K_j, V_j, Q_i, dO_i, P, dS) stays under 99 KiB, what a block of most GPUs may have.
-constexpr TileShape tile_for_head_dim(int head_dim) {
-  return head_dim == 128 ? TileShape{32, 32} : TileShape{32, 64};
-}
+constexpr TileShape tile_for_head_dim(int head_dim) { return head_dim == 128 ? TileShape{32, 32} : TileShape{32, 64}; }
 
 // One backward problem as the kernels see it (common/device_problem.h), and how dQ is made.
 struct DeviceProblem : fa::DeviceProblem {
@@ -47,21 +45,19 @@ struct BackwardRun {
 //                    [batch_heads, seq_len_k, head_dim]; L, D: [batch_heads, seq_len_q].
 //   run_backward:    host data in, host data out (copies, NaN-poisons dQ, dK, dV and D, launches).
 namespace cpu {  // always built
-void launch_backward(const float* Q, const float* K, const float* V, const float* O, const float* L,
-                     const float* dO, float* D, float* dQ, float* dK, float* dV,
-                     const DeviceProblem& problem);
+void launch_backward(const float* Q, const float* K, const float* V, const float* O, const float* L, const float* dO,
+                     float* D, float* dQ, float* dK, float* dV, const DeviceProblem& problem);
 BackwardRun run_backward(std::span<const float> Q, std::span<const float> K, std::span<const float> V,
-                       std::span<const float> O, std::span<const float> L, std::span<const float> dO,
-                       const DeviceProblem& problem);
+                         std::span<const float> O, std::span<const float> L, std::span<const float> dO,
+                         const DeviceProblem& problem);
 }  // namespace cpu
 
 namespace gpu {  // built where nvcc was found (FA_HAVE_CUDA); device pointers for launch_backward
-void launch_backward(const float* Q, const float* K, const float* V, const float* O, const float* L,
-                     const float* dO, float* D, float* dQ, float* dK, float* dV,
-                     const DeviceProblem& problem);
+void launch_backward(const float* Q, const float* K, const float* V, const float* O, const float* L, const float* dO,
+                     float* D, float* dQ, float* dK, float* dV, const DeviceProblem& problem);
 BackwardRun run_backward(std::span<const float> Q, std::span<const float> K, std::span<const float> V,
-                       std::span<const float> O, std::span<const float> L, std::span<const float> dO,
-                       const DeviceProblem& problem);
+                         std::span<const float> O, std::span<const float> L, std::span<const float> dO,
+                         const DeviceProblem& problem);
 }  // namespace gpu
 
 }  // namespace ch07

@@ -14,30 +14,28 @@ namespace ch07 {
 
 void check_head_dim(std::size_t head_dim) {
   if (std::find(kHeadDims.begin(), kHeadDims.end(), static_cast<int>(head_dim)) == kHeadDims.end()) {
-    throw std::invalid_argument(fmt::format(
-        "attention backward: head_dim {} is not supported; the kernels are compiled for head_dim {}",
-        head_dim, fmt::join(kHeadDims, ", ")));
+    throw std::invalid_argument(
+        fmt::format("attention backward: head_dim {} is not supported; the kernels are compiled for head_dim {}",
+                    head_dim, fmt::join(kHeadDims, ", ")));
   }
 }
 
 Gradients flash_attention_2_backward(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K,
-                                     const fa::Tensor4<float>& V, const fa::Tensor4<float>& O,
-                                     std::span<const float> L, const fa::Tensor4<float>& dO,
-                                     const Options& options, fa::Device device) {
+                                     const fa::Tensor4<float>& V, const fa::Tensor4<float>& O, std::span<const float> L,
+                                     const fa::Tensor4<float>& dO, const Options& options, fa::Device device) {
   const fa::AttentionShape shape = fa::check_attention_shapes(Q.shape, K.shape, V.shape);
   check_head_dim(shape.head_dim);
   if (O.shape != Q.shape || dO.shape != Q.shape) {
-    throw std::invalid_argument(fmt::format("attention backward: O {} and dO {} must have Q's shape {}",
-                                            O.shape.str(), dO.shape.str(), Q.shape.str()));
+    throw std::invalid_argument(fmt::format("attention backward: O {} and dO {} must have Q's shape {}", O.shape.str(),
+                                            dO.shape.str(), Q.shape.str()));
   }
   const std::size_t rows = shape.batch * shape.heads * shape.seq_len_q;
   if (L.size() != rows || Q.values.size() != Q.shape.size() || K.values.size() != K.shape.size() ||
-      V.values.size() != V.shape.size() || O.values.size() != O.shape.size() ||
-      dO.values.size() != dO.shape.size()) {
-    throw std::invalid_argument(fmt::format(
-        "attention backward: L has {} values, expected one per query row, batch * heads * seq_len_q = {} "
-        "(or a tensor's values do not fill its shape)",
-        L.size(), rows));
+      V.values.size() != V.shape.size() || O.values.size() != O.shape.size() || dO.values.size() != dO.shape.size()) {
+    throw std::invalid_argument(
+        fmt::format("attention backward: L has {} values, expected one per query row, batch * heads * seq_len_q = {} "
+                    "(or a tensor's values do not fill its shape)",
+                    L.size(), rows));
   }
   const DeviceProblem problem{fa::device_problem("attention backward", shape, options.scale, options.causal),
                               options.dq == DqMethod::deterministic};

@@ -78,9 +78,7 @@ inline constexpr int kThreadsPerRow = 4;
 inline constexpr int kPreprocessThreads = 128;  // query rows per block of preprocess_kernel
 
 // x limited to [lo, hi]. (std::clamp is not usable in device code without extra nvcc flags.)
-__host__ __device__ __forceinline__ int clamp_int(int x, int lo, int hi) {
-  return x < lo ? lo : (x > hi ? hi : x);
-}
+__host__ __device__ __forceinline__ int clamp_int(int x, int lo, int hi) { return x < lo ? lo : (x > hi ? hi : x); }
 
 // Floats of dynamic shared memory of one block of each kernel.
 constexpr std::size_t dk_dv_shared_floats(int head_dim, int Br, int Bc) {
@@ -94,9 +92,8 @@ constexpr std::size_t dq_shared_floats(int head_dim, int Br, int Bc) {
 // One thread per query row: D[row] = sum_d dO[row][d] * O[row][d] (d = 0, 1, ... in order), and
 // with zero_dQ, dQ[row][:] = 0 for the atomic adds of line 15.
 template <int HEAD_DIM>
-__global__ void preprocess_kernel(const float* __restrict__ O, const float* __restrict__ dO,
-                                  float* __restrict__ D, float* __restrict__ dQ, int seq_len_q,
-                                  bool zero_dQ) {
+__global__ void preprocess_kernel(const float* __restrict__ O, const float* __restrict__ dO, float* __restrict__ D,
+                                  float* __restrict__ dQ, int seq_len_q, bool zero_dQ) {
   const int i = static_cast<int>(blockIdx.x) * kPreprocessThreads + static_cast<int>(threadIdx.x);
   if (i >= seq_len_q) return;
   const std::size_t row = static_cast<std::size_t>(blockIdx.y) * seq_len_q + i;
@@ -111,8 +108,8 @@ __global__ void preprocess_kernel(const float* __restrict__ O, const float* __re
 // Loads rows first .. first+count-1 of a [seq_len, HEAD_DIM] head into a [count][HEAD_DIM+1] tile
 // of shared memory; rows past seq_len become zeros. Every thread of the block takes part.
 template <int HEAD_DIM>
-__device__ __forceinline__ void load_rows(float* tile, const float* head, int first, int count,
-                                          int seq_len, int tid, int threads) {
+__device__ __forceinline__ void load_rows(float* tile, const float* head, int first, int count, int seq_len, int tid,
+                                          int threads) {
   for (int idx = tid; idx < count * HEAD_DIM; idx += threads) {
     const int r = idx / HEAD_DIM;
     const int d = idx % HEAD_DIM;
@@ -126,13 +123,12 @@ __device__ __forceinline__ void load_rows(float* tile, const float* head, int fi
 // d = 0, 1, ... in order (the same in both kernels, so they see the same dS bit for bit). `seen`:
 // the key exists and the mask lets row r see it. Writes P to *p_out.
 template <int HEAD_DIM>
-__device__ __forceinline__ float tile_dS(const float* q, const float* k, const float* dO_row,
-                                         const float* v, float L, float D, float scale, bool seen,
-                                         float* p_out) {
+__device__ __forceinline__ float tile_dS(const float* q, const float* k, const float* dO_row, const float* v, float L,
+                                         float D, float scale, bool seen, float* p_out) {
   float s = 0.0f;
   float dp = 0.0f;
   for (int d = 0; d < HEAD_DIM; ++d) {
-    s += q[d] * k[d];     // line 10
+    s += q[d] * k[d];        // line 10
     dp += dO_row[d] * v[d];  // line 13
   }
   // Line 11. A row that sees no key has L = -inf: exp(s - L) would be +inf, so P is set to 0.
@@ -146,11 +142,10 @@ __device__ __forceinline__ float tile_dS(const float* q, const float* k, const f
 // Q, dO, dQ: [batch*heads, seq_len_q, HEAD_DIM]; K, V, dK, dV: [batch*heads, seq_len_k, HEAD_DIM];
 // L, D: [batch*heads, seq_len_q]; row-major float32 in global memory. dQ must hold zeros (line 3).
 template <int HEAD_DIM, int Br, int Bc, bool ATOMIC_DQ>
-__global__ void dk_dv_kernel(const float* __restrict__ Q, const float* __restrict__ K,
-                             const float* __restrict__ V, const float* __restrict__ L,
-                             const float* __restrict__ dO, const float* __restrict__ D,
-                             float* __restrict__ dQ, float* __restrict__ dK, float* __restrict__ dV,
-                             int seq_len_q, int seq_len_k, float scale, bool causal) {
+__global__ void dk_dv_kernel(const float* __restrict__ Q, const float* __restrict__ K, const float* __restrict__ V,
+                             const float* __restrict__ L, const float* __restrict__ dO, const float* __restrict__ D,
+                             float* __restrict__ dQ, float* __restrict__ dK, float* __restrict__ dV, int seq_len_q,
+                             int seq_len_k, float scale, bool causal) {
   static_assert(HEAD_DIM % kThreadsPerRow == 0 && Br % kThreadsPerRow == 0);
   constexpr int kThreads = Bc * kThreadsPerRow;
   constexpr int kStride = HEAD_DIM + 1;  // padded row of K_j, V_j, Q_i, dO_i
@@ -172,7 +167,7 @@ __global__ void dk_dv_kernel(const float* __restrict__ Q, const float* __restric
   const int c = tid / kThreadsPerRow;     // this thread's key within the block
   const int lane = tid % kThreadsPerRow;  // which of the key's threads this is
   const int j0 = static_cast<int>(blockIdx.x) * Bc;
-  const int j = j0 + c;                   // this thread's key in the sequence
+  const int j = j0 + c;  // this thread's key in the sequence
   const std::size_t bh = blockIdx.y;
   const float* Q_head = Q + bh * seq_len_q * HEAD_DIM;
   const float* dO_head = dO + bh * seq_len_q * HEAD_DIM;
@@ -209,9 +204,8 @@ __global__ void dk_dv_kernel(const float* __restrict__ Q, const float* __restric
     for (int n = 0; n < kRowsPerThread; ++n) {
       const int r = lane + kThreadsPerRow * n;
       const bool seen = j < seq_len_k && (!causal || j <= i0 + r + shift);
-      dSs[r * kPStride + c] = tile_dS<HEAD_DIM>(&Qi[r * kStride], &Kj[c * kStride], &dOi[r * kStride],
-                                                &Vj[c * kStride], Li[r], Di[r], scale, seen,
-                                                &Ps[r * kPStride + c]);
+      dSs[r * kPStride + c] = tile_dS<HEAD_DIM>(&Qi[r * kStride], &Kj[c * kStride], &dOi[r * kStride], &Vj[c * kStride],
+                                                Li[r], Di[r], scale, seen, &Ps[r * kPStride + c]);
     }
     __syncthreads();  // the tile's P and dS are complete
 
@@ -255,11 +249,9 @@ __global__ void dk_dv_kernel(const float* __restrict__ Q, const float* __restric
 // (ceil(seq_len_q / Br), batch * heads); block: Br * kThreadsPerRow threads; dynamic shared memory
 // dq_shared_floats(HEAD_DIM, Br, Bc) * 4 bytes. Shapes as dk_dv_kernel.
 template <int HEAD_DIM, int Br, int Bc>
-__global__ void dq_kernel(const float* __restrict__ Q, const float* __restrict__ K,
-                          const float* __restrict__ V, const float* __restrict__ L,
-                          const float* __restrict__ dO, const float* __restrict__ D,
-                          float* __restrict__ dQ, int seq_len_q, int seq_len_k, float scale,
-                          bool causal) {
+__global__ void dq_kernel(const float* __restrict__ Q, const float* __restrict__ K, const float* __restrict__ V,
+                          const float* __restrict__ L, const float* __restrict__ dO, const float* __restrict__ D,
+                          float* __restrict__ dQ, int seq_len_q, int seq_len_k, float scale, bool causal) {
   static_assert(HEAD_DIM % kThreadsPerRow == 0 && Bc % kThreadsPerRow == 0);
   constexpr int kThreads = Br * kThreadsPerRow;
   constexpr int kStride = HEAD_DIM + 1;
@@ -277,7 +269,7 @@ __global__ void dq_kernel(const float* __restrict__ Q, const float* __restrict__
   float* Di = Li + Br;              // [Br]
 
   const int tid = static_cast<int>(threadIdx.x);
-  const int r = tid / kThreadsPerRow;     // this thread's query row within the block
+  const int r = tid / kThreadsPerRow;  // this thread's query row within the block
   const int lane = tid % kThreadsPerRow;
   const int i0 = static_cast<int>(blockIdx.x) * Br;
   const int i = i0 + r;
@@ -313,8 +305,8 @@ __global__ void dq_kernel(const float* __restrict__ Q, const float* __restrict__
       const int j = j0 + c;
       const bool seen = j < seq_len_k && (!causal || j <= i + shift);
       float p;  // P is not needed here, only dS
-      dSs[r * kPStride + c] = tile_dS<HEAD_DIM>(&Qi[r * kStride], &Kj[c * kStride], &dOi[r * kStride],
-                                                &Vj[c * kStride], Li[r], Di[r], scale, seen, &p);
+      dSs[r * kPStride + c] = tile_dS<HEAD_DIM>(&Qi[r * kStride], &Kj[c * kStride], &dOi[r * kStride], &Vj[c * kStride],
+                                                Li[r], Di[r], scale, seen, &p);
     }
     __syncthreads();  // the row's dS is complete (written by its 4 threads)
     // Line D5: dQ_i += dS K_j for this thread's columns, keys in order cc = 0, 1, ...
@@ -333,52 +325,55 @@ __global__ void dq_kernel(const float* __restrict__ Q, const float* __restrict__
 
 // The three launches for one head dim; throws what simt::launch throws.
 template <int HEAD_DIM>
-void launch_head_dim(const float* Q, const float* K, const float* V, const float* O, const float* L,
-                     const float* dO, float* D, float* dQ, float* dK, float* dV,
-                     const DeviceProblem& p) {
+void launch_head_dim(const float* Q, const float* K, const float* V, const float* O, const float* L, const float* dO,
+                     float* D, float* dQ, float* dK, float* dV, const DeviceProblem& p) {
   constexpr TileShape tile = tile_for_head_dim(HEAD_DIM);
   constexpr int Br = tile.Br, Bc = tile.Bc;
   const unsigned heads = static_cast<unsigned>(p.batch_heads);
 
   constexpr auto preprocess = preprocess_kernel<HEAD_DIM>;
-  simt::launch<preprocess>(dim3(static_cast<unsigned>((p.seq_len_q + kPreprocessThreads - 1) / kPreprocessThreads), heads),
-                           dim3(kPreprocessThreads), 0, O, dO, D, dQ, p.seq_len_q, !p.deterministic);
+  simt::launch<preprocess>(
+      dim3(static_cast<unsigned>((p.seq_len_q + kPreprocessThreads - 1) / kPreprocessThreads), heads),
+      dim3(kPreprocessThreads), 0, O, dO, D, dQ, p.seq_len_q, !p.deterministic);
 
   const std::size_t dk_dv_bytes = dk_dv_shared_floats(HEAD_DIM, Br, Bc) * sizeof(float);
   const dim3 key_grid(static_cast<unsigned>((p.seq_len_k + Bc - 1) / Bc), heads);
   if (p.deterministic) {
     constexpr auto kernel = dk_dv_kernel<HEAD_DIM, Br, Bc, false>;
     simt::set_max_dynamic_shared_bytes<kernel>(dk_dv_bytes);  // above 48 KiB a GPU needs the opt-in
-    simt::launch<kernel>(key_grid, dim3(Bc * kThreadsPerRow), dk_dv_bytes, Q, K, V, L, dO,
-                         static_cast<const float*>(D), dQ, dK, dV, p.seq_len_q, p.seq_len_k, p.scale, p.causal);
+    simt::launch<kernel>(key_grid, dim3(Bc * kThreadsPerRow), dk_dv_bytes, Q, K, V, L, dO, static_cast<const float*>(D),
+                         dQ, dK, dV, p.seq_len_q, p.seq_len_k, p.scale, p.causal);
     constexpr auto dq = dq_kernel<HEAD_DIM, Br, Bc>;
     const std::size_t dq_bytes = dq_shared_floats(HEAD_DIM, Br, Bc) * sizeof(float);
     simt::set_max_dynamic_shared_bytes<dq>(dq_bytes);
     simt::launch<dq>(dim3(static_cast<unsigned>((p.seq_len_q + Br - 1) / Br), heads), dim3(Br * kThreadsPerRow),
-                     dq_bytes, Q, K, V, L, dO, static_cast<const float*>(D), dQ, p.seq_len_q, p.seq_len_k,
-                     p.scale, p.causal);
+                     dq_bytes, Q, K, V, L, dO, static_cast<const float*>(D), dQ, p.seq_len_q, p.seq_len_k, p.scale,
+                     p.causal);
   } else {
     constexpr auto kernel = dk_dv_kernel<HEAD_DIM, Br, Bc, true>;
     simt::set_max_dynamic_shared_bytes<kernel>(dk_dv_bytes);
-    simt::launch<kernel>(key_grid, dim3(Bc * kThreadsPerRow), dk_dv_bytes, Q, K, V, L, dO,
-                         static_cast<const float*>(D), dQ, dK, dV, p.seq_len_q, p.seq_len_k, p.scale, p.causal);
+    simt::launch<kernel>(key_grid, dim3(Bc * kThreadsPerRow), dk_dv_bytes, Q, K, V, L, dO, static_cast<const float*>(D),
+                         dQ, dK, dV, p.seq_len_q, p.seq_len_k, p.scale, p.causal);
   }
 }
 
-void launch_backward(const float* Q, const float* K, const float* V, const float* O, const float* L,
-                     const float* dO, float* D, float* dQ, float* dK, float* dV,
-                     const DeviceProblem& problem) {
+void launch_backward(const float* Q, const float* K, const float* V, const float* O, const float* L, const float* dO,
+                     float* D, float* dQ, float* dK, float* dV, const DeviceProblem& problem) {
   switch (problem.head_dim) {
-    case 32: return launch_head_dim<32>(Q, K, V, O, L, dO, D, dQ, dK, dV, problem);
-    case 64: return launch_head_dim<64>(Q, K, V, O, L, dO, D, dQ, dK, dV, problem);
-    case 128: return launch_head_dim<128>(Q, K, V, O, L, dO, D, dQ, dK, dV, problem);
-    default: throw std::invalid_argument("attention backward: head_dim not compiled (see ch07::kHeadDims)");
+    case 32:
+      return launch_head_dim<32>(Q, K, V, O, L, dO, D, dQ, dK, dV, problem);
+    case 64:
+      return launch_head_dim<64>(Q, K, V, O, L, dO, D, dQ, dK, dV, problem);
+    case 128:
+      return launch_head_dim<128>(Q, K, V, O, L, dO, D, dQ, dK, dV, problem);
+    default:
+      throw std::invalid_argument("attention backward: head_dim not compiled (see ch07::kHeadDims)");
   }
 }
 
 BackwardRun run_backward(std::span<const float> Q, std::span<const float> K, std::span<const float> V,
-                       std::span<const float> O, std::span<const float> L, std::span<const float> dO,
-                       const DeviceProblem& problem) {
+                         std::span<const float> O, std::span<const float> L, std::span<const float> dO,
+                         const DeviceProblem& problem) {
   simt::DeviceBuffer<float> q(Q), k(K), v(V), o(O), l(L), d_o(dO);
   simt::DeviceBuffer<float> dq(Q.size()), dk(K.size()), dv(V.size()), d(L.size());
   // An unwritten output cannot pass for a result; and for the atomic method, a dQ that line 3
@@ -386,8 +381,8 @@ BackwardRun run_backward(std::span<const float> Q, std::span<const float> K, std
   for (simt::DeviceBuffer<float>* out : {&dq, &dk, &dv, &d}) out->fill(std::numeric_limits<float>::quiet_NaN());
 
   const auto start = std::chrono::steady_clock::now();
-  launch_backward(q.data(), k.data(), v.data(), o.data(), l.data(), d_o.data(), d.data(), dq.data(),
-                  dk.data(), dv.data(), problem);
+  launch_backward(q.data(), k.data(), v.data(), o.data(), l.data(), d_o.data(), d.data(), dq.data(), dk.data(),
+                  dv.data(), problem);
   const std::chrono::duration<double, std::milli> elapsed = std::chrono::steady_clock::now() - start;
 
   return {dq.to_host(), dk.to_host(), dv.to_host(), d.to_host(), elapsed.count()};

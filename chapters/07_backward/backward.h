@@ -52,8 +52,8 @@ struct Gradients {
 // std::runtime_error when device == gpu and no GPU can be used, or for a CUDA error.
 // Source: Dao 2023, FlashAttention-2, Algorithm 2 (backward pass).
 Gradients flash_attention_2_backward(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K,
-                                     const fa::Tensor4<float>& V, const fa::Tensor4<float>& O,
-                                     std::span<const float> L, const fa::Tensor4<float>& dO,
-                                     const Options& options = {}, fa::Device device = fa::Device::cpu);
+                                     const fa::Tensor4<float>& V, const fa::Tensor4<float>& O, std::span<const float> L,
+                                     const fa::Tensor4<float>& dO, const Options& options = {},
+                                     fa::Device device = fa::Device::cpu);
 
 }  // namespace ch07

@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <cuda_runtime.h>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "chapters/05_flash_attention_2/backends.h"
 #include "chapters/07_backward/backends.h"
@@ -46,7 +46,8 @@ int main(int argc, char** argv) {
   int batch = 4, heads = 16, warmup = 2, runs = 10;
   bool once = false;
   app.add_option("--seq", seq_lens, "sequence lengths (queries = keys)")->check(CLI::PositiveNumber);
-  app.add_option("--head-dim", head_dims, "head dims (32, 64 or 128)")->check(CLI::IsMember(std::vector<int>{32, 64, 128}));
+  app.add_option("--head-dim", head_dims, "head dims (32, 64 or 128)")
+      ->check(CLI::IsMember(std::vector<int>{32, 64, 128}));
   app.add_option("--batch", batch, "batch size")->check(CLI::PositiveNumber);
   app.add_option("--heads", heads, "heads")->check(CLI::PositiveNumber);
   app.add_option("--warmup", warmup, "untimed passes first")->check(CLI::NonNegativeNumber);
@@ -60,8 +61,10 @@ int main(int argc, char** argv) {
     FA_CUDA_CHECK(cudaGetDevice(&device));
     FA_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
     if (!once) {
-      fmt::print("device: {}; batch {}, heads {}, float32; median of {} runs after {} warm-up; FLOPs: 2.5 x the "
-                 "forward's\n\n", prop.name, batch, heads, runs, warmup);
+      fmt::print(
+          "device: {}; batch {}, heads {}, float32; median of {} runs after {} warm-up; FLOPs: 2.5 x the "
+          "forward's\n\n",
+          prop.name, batch, heads, runs, warmup);
       fmt::print("| kernel | seq_len | head_dim | causal | median ms | TFLOP/s |\n");
       fmt::print("|---|---|---|---|---|---|\n");
     }

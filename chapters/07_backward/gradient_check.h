@@ -51,10 +51,10 @@ inline std::size_t count_not_finite(std::span<const float> values) {
 
 // One gradient against the reference.
 struct GradientCheck {
-  fa::ErrorStats error;       // kernel against the float64 reference
-  double float32_rel_l2 = 0;  // the float32 evaluation against the same reference
-  double bound = 0;           // gradient_bound(float32_rel_l2)
-  std::size_t not_finite = 0; // NaN or infinite values in the kernel's gradient
+  fa::ErrorStats error;        // kernel against the float64 reference
+  double float32_rel_l2 = 0;   // the float32 evaluation against the same reference
+  double bound = 0;            // gradient_bound(float32_rel_l2)
+  std::size_t not_finite = 0;  // NaN or infinite values in the kernel's gradient
   bool pass() const { return not_finite == 0 && error.rel_l2 <= bound; }
 };
 
@@ -84,8 +84,8 @@ inline GradientChecks check_gradients(const Gradients& kernel, const GradientsOf
 
 // "rel L2 3.1e-07 (float32 evaluation 1.2e-07, bound 1.5e-06)"; with the NaN/inf count when any.
 inline std::string describe(const GradientCheck& c) {
-  std::string s = fmt::format("rel L2 {:.2g} (float32 evaluation {:.2g}, bound {:.2g})", c.error.rel_l2,
-                              c.float32_rel_l2, c.bound);
+  std::string s =
+      fmt::format("rel L2 {:.2g} (float32 evaluation {:.2g}, bound {:.2g})", c.error.rel_l2, c.float32_rel_l2, c.bound);
   if (c.not_finite > 0) s += fmt::format(", {} NaN or inf", c.not_finite);
   return s;
 }

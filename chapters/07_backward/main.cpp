@@ -10,15 +10,15 @@
 // bounds of gradient_check.h, the ones tests/07_backward_test.cpp uses. Exit status 1 on FAIL or an
 // error, 2 for a refused flag (common/program.h).
 #include <cstdint>
-#include <optional>
 #include <exception>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <tuple>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "chapters/05_flash_attention_2/flash_attention_2.h"
 #include "chapters/07_backward/backward.h"
@@ -40,8 +40,8 @@ fa::Tensor4<float> load_or_draw_dO(const std::string& path, const fa::Shape4& q_
   if (path.empty()) return fa::Tensor4<float>(q_shape, fa::normal<float>(q_shape.size(), seed + 3));
   fa::Tensor4<float> dO = fa::read_npy_f32_4d(path);
   if (dO.shape != q_shape) {
-    throw std::invalid_argument(fmt::format("--do {}: shape {}, but dO must have Q's shape {}", path,
-                                            dO.shape.str(), q_shape.str()));
+    throw std::invalid_argument(
+        fmt::format("--do {}: shape {}, but dO must have Q's shape {}", path, dO.shape.str(), q_shape.str()));
   }
   return dO;
 }
@@ -68,8 +68,9 @@ int main(int argc, char** argv) {
   fa::add_attention_flags(app, cli);
   std::string do_path, dq_path, dk_path, dv_path;
   bool deterministic = false;
-  app.add_option("--do", do_path, "dO, the gradient of the loss with respect to O, as a .npy file "
-                                  "(float32, Q's shape; default: normal(0, 1) from the seed)");
+  app.add_option("--do", do_path,
+                 "dO, the gradient of the loss with respect to O, as a .npy file "
+                 "(float32, Q's shape; default: normal(0, 1) from the seed)");
   app.add_option("--dq", dq_path, "write dQ to this .npy file");
   app.add_option("--dk", dk_path, "write dK to this .npy file");
   app.add_option("--dv", dv_path, "write dV to this .npy file");
@@ -106,9 +107,10 @@ int main(int argc, char** argv) {
     const ch05::Result forward = ch05::flash_attention_2(in.Q, in.K, in.V, {cli.scale, cli.causal}, device);
     const ch07::Gradients g = ch07::flash_attention_2_backward(in.Q, in.K, in.V, forward.O, forward.L, dO,
                                                                {cli.scale, cli.causal, method}, device);
-    fmt::print("time: {:.3f} ms for the backward pass, {:.3f} ms for chapter 05's forward ({}; wall clock of one "
-               "run, not a benchmark)\n",
-               g.elapsed_ms, forward.elapsed_ms, fa::to_string(device));
+    fmt::print(
+        "time: {:.3f} ms for the backward pass, {:.3f} ms for chapter 05's forward ({}; wall clock of one "
+        "run, not a benchmark)\n",
+        g.elapsed_ms, forward.elapsed_ms, fa::to_string(device));
 
     const double scale = cli.scale.value_or(fa::default_scale(in.Q.shape.head_dim));
     const ch07::GradientsOf<double> reference =
@@ -126,8 +128,8 @@ int main(int argc, char** argv) {
       print_traffic({static_cast<std::int64_t>(seq_len_k), static_cast<std::int64_t>(in.Q.shape.head_dim), tile.Br,
                      tile.Bc, 4, 4});
     }
-    for (const auto& [path, tensor, name] : {std::tuple{dq_path, &g.dQ, "dQ"}, std::tuple{dk_path, &g.dK, "dK"},
-                                             std::tuple{dv_path, &g.dV, "dV"}}) {
+    for (const auto& [path, tensor, name] :
+         {std::tuple{dq_path, &g.dQ, "dQ"}, std::tuple{dk_path, &g.dK, "dK"}, std::tuple{dv_path, &g.dV, "dV"}}) {
       if (path.empty()) continue;
       fa::write_npy_f32(path, *tensor);
       fmt::print("wrote {} to {}\n", name, path);
@@ -140,7 +142,6 @@ int main(int argc, char** argv) {
                     deterministic ? "deterministic" : "atomic"),
         fmt::format("dQ {:.2g}, dK {:.2g}, dV {:.2g} (rel L2){}", checks.dQ.error.rel_l2, checks.dK.error.rel_l2,
                     checks.dV.error.rel_l2, not_finite > 0 ? fmt::format(", {} NaN or inf", not_finite) : ""),
-        fmt::format("{:.1e}, {:.1e}, {:.1e}", checks.dQ.bound, checks.dK.bound, checks.dV.bound),
-        checks.pass()};
+        fmt::format("{:.1e}, {:.1e}, {:.1e}", checks.dQ.bound, checks.dK.bound, checks.dV.bound), checks.pass()};
   });
 }

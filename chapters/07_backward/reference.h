@@ -54,8 +54,8 @@ enum class DFrom { jacobian, output };
 // fit together (the message says which).
 template <std::floating_point T, std::floating_point In, std::floating_point Saved>
 GradientsOf<T> backward_by_rows(const fa::Tensor4<In>& Q, const fa::Tensor4<In>& K, const fa::Tensor4<In>& V,
-                                const fa::Tensor4<In>& dO, const fa::Tensor4<Saved>& O,
-                                std::span<const Saved> L, double scale, bool causal, DFrom d_from) {
+                                const fa::Tensor4<In>& dO, const fa::Tensor4<Saved>& O, std::span<const Saved> L,
+                                double scale, bool causal, DFrom d_from) {
   const fa::AttentionShape shape = fa::check_attention_shapes(Q.shape, K.shape, V.shape);
   if (dO.shape != Q.shape || O.shape != Q.shape || L.size() != shape.batch * shape.heads * shape.seq_len_q) {
     throw std::invalid_argument(fmt::format(
@@ -97,8 +97,8 @@ GradientsOf<T> backward_by_rows(const fa::Tensor4<In>& Q, const fa::Tensor4<In>&
         for (std::size_t j = 0; j < n_i; ++j) {
           const T dS = P[j] * (dP[j] - D_i);  // line 5
           for (std::size_t d = 0; d < dim; ++d) {
-            dv(j, d) += P[j] * static_cast<T>(d_o(i, d));               // line 2
-            dq(i, d) += s_scale * dS * static_cast<T>(k(j, d));        // line 6
+            dv(j, d) += P[j] * static_cast<T>(d_o(i, d));        // line 2
+            dq(i, d) += s_scale * dS * static_cast<T>(k(j, d));  // line 6
             dk(j, d) += s_scale * dS * static_cast<T>(q(i, d));
           }
         }

@@ -53,10 +53,10 @@ using ch05::TrafficCase;
 // Bytes moved between HBM and the chip by the backward pass, by tensor and direction.
 struct BackwardBytes {
   std::uint64_t q_read = 0, k_read = 0, v_read = 0, o_read = 0, do_read = 0;
-  std::uint64_t stats_read = 0;   // L and D
-  std::uint64_t d_write = 0;      // D, by the preprocessing
-  std::uint64_t dq_read = 0;      // the atomics' reads of dQ (atomic method)
-  std::uint64_t dq_write = 0;     // dQ = 0, the atomics' writes, or the dq kernel's one write
+  std::uint64_t stats_read = 0;  // L and D
+  std::uint64_t d_write = 0;     // D, by the preprocessing
+  std::uint64_t dq_read = 0;     // the atomics' reads of dQ (atomic method)
+  std::uint64_t dq_write = 0;    // dQ = 0, the atomics' writes, or the dq kernel's one write
   std::uint64_t dk_dv_write = 0;
 
   std::uint64_t total() const {
@@ -107,26 +107,26 @@ inline void walk_dk_dv(BackwardTraffic& t, const TrafficCase& c, bool causal, bo
   const std::uint64_t N = c.seq_len, d = c.head_dim, e = c.bytes, s = c.stat_bytes;
   const std::uint64_t Tr = ch05::ceil_div(N, c.Br), Tc = ch05::ceil_div(N, c.Bc);
   std::int64_t step = 0;
-  for (std::uint64_t j = 0; j < Tc; ++j) {                     // line 5
+  for (std::uint64_t j = 0; j < Tc; ++j) {  // line 5
     const std::uint64_t cols = std::min<std::uint64_t>(c.Bc, N - j * c.Bc);
-    t.moved.k_read += e * cols * d;                            // line 6
+    t.moved.k_read += e * cols * d;  // line 6
     t.moved.v_read += e * cols * d;
     t.once.k_read += e * cols * d;
     t.once.v_read += e * cols * d;
-    for (std::uint64_t i = 0; i < Tr; ++i) {                   // line 8
+    for (std::uint64_t i = 0; i < Tr; ++i) {  // line 8
       if (!tile_visible(c, i, j, causal)) continue;
       const std::uint64_t rows = std::min<std::uint64_t>(c.Br, N - i * c.Br);
-      t.moved.q_read += e * rows * d;                          // line 9
+      t.moved.q_read += e * rows * d;  // line 9
       t.moved.do_read += e * rows * d;
       t.moved.stats_read += 2 * s * rows;
-      if (atomic) {                                            // line 15
+      if (atomic) {  // line 15
         t.moved.dq_read += e * rows * d;
         t.moved.dq_write += e * rows * d;
       }
       if (visit) visit(BackwardTile{Kernel::dk_dv, step, static_cast<std::int64_t>(i), static_cast<std::int64_t>(j)});
       ++step;
     }
-    t.moved.dk_dv_write += 2 * e * cols * d;                   // line 18
+    t.moved.dk_dv_write += 2 * e * cols * d;  // line 18
     t.once.dk_dv_write += 2 * e * cols * d;
   }
   // With L2 reuse: Q and L cross once; dO (read by the preprocessing) and D (just written by it)
@@ -142,20 +142,20 @@ inline void walk_dq(BackwardTraffic& t, const TrafficCase& c, bool causal, const
   const std::uint64_t N = c.seq_len, d = c.head_dim, e = c.bytes, s = c.stat_bytes;
   const std::uint64_t Tr = ch05::ceil_div(N, c.Br), Tc = ch05::ceil_div(N, c.Bc);
   std::int64_t step = 0;
-  for (std::uint64_t i = 0; i < Tr; ++i) {                     // line D1
+  for (std::uint64_t i = 0; i < Tr; ++i) {  // line D1
     const std::uint64_t rows = std::min<std::uint64_t>(c.Br, N - i * c.Br);
-    t.moved.q_read += e * rows * d;                            // line D2 (with L2 reuse: hits,
-    t.moved.do_read += e * rows * d;                           // walk_dk_dv read them first)
+    t.moved.q_read += e * rows * d;   // line D2 (with L2 reuse: hits,
+    t.moved.do_read += e * rows * d;  // walk_dk_dv read them first)
     t.moved.stats_read += 2 * s * rows;
-    for (std::uint64_t j = 0; j < Tc; ++j) {                   // line D3
+    for (std::uint64_t j = 0; j < Tc; ++j) {  // line D3
       if (!tile_visible(c, i, j, causal)) continue;
       const std::uint64_t cols = std::min<std::uint64_t>(c.Bc, N - j * c.Bc);
-      t.moved.k_read += e * cols * d;                          // line D4
+      t.moved.k_read += e * cols * d;  // line D4
       t.moved.v_read += e * cols * d;
       if (visit) visit(BackwardTile{Kernel::dq, step, static_cast<std::int64_t>(i), static_cast<std::int64_t>(j)});
       ++step;
     }
-    t.moved.dq_write += e * rows * d;                          // line D6
+    t.moved.dq_write += e * rows * d;  // line D6
     t.once.dq_write += e * rows * d;
   }
   // With L2 reuse, only dQ's one write reaches HBM: everything read here was read by walk_dk_dv.
@@ -178,10 +178,10 @@ inline BackwardTraffic walk_backward(const TrafficCase& c, bool causal, bool det
 inline std::uint64_t backward_bytes_closed_form(const TrafficCase& c, bool deterministic) {
   ch05::check_traffic_case(c);
   if (c.seq_len % c.Br != 0 || c.seq_len % c.Bc != 0) {
-    throw std::invalid_argument(fmt::format(
-        "backward_bytes_closed_form: seq_len {} is not a multiple of Br {} and Bc {}; the closed form "
-        "assumes it is: walk_backward counts every seq_len exactly",
-        c.seq_len, c.Br, c.Bc));
+    throw std::invalid_argument(
+        fmt::format("backward_bytes_closed_form: seq_len {} is not a multiple of Br {} and Bc {}; the closed form "
+                    "assumes it is: walk_backward counts every seq_len exactly",
+                    c.seq_len, c.Br, c.Bc));
   }
   const std::uint64_t N = c.seq_len, d = c.head_dim, e = c.bytes, s = c.stat_bytes;
   const std::uint64_t Tr = N / c.Br, Tc = N / c.Bc;

@@ -65,25 +65,25 @@ struct CudaThread {
   unsigned linear = 0;  // x + y * blockDim.x + z * blockDim.x * blockDim.y
   uint3 idx{0, 0, 0};
   State state = State::ready;
-  bool started = false;   // has begun the kernel in this block
-  bool cancel = false;    // the block failed: unwind at the next barrier or shuffle
-  unsigned barriers = 0;  // barriers passed in this block; its parity picks the TSan token
+  bool started = false;       // has begun the kernel in this block
+  bool cancel = false;        // the block failed: unwind at the next barrier or shuffle
+  unsigned barriers = 0;      // barriers passed in this block; its parity picks the TSan token
   std::source_location site;  // the __syncthreads() or shuffle it waits at
   ShuffleMode shuffle_mode = ShuffleMode::idx;
-  std::uint64_t shuffle_value = 0;   // this lane's value
-  unsigned shuffle_source = 0;       // the lane it reads
-  std::uint64_t shuffle_result = 0;  // what it reads
+  std::uint64_t shuffle_value = 0;             // this lane's value
+  unsigned shuffle_source = 0;                 // the lane it reads
+  std::uint64_t shuffle_result = 0;            // what it reads
   const WarpCollective* collective = nullptr;  // the warp-collective instruction it waits at
-  AsyncCopies async;                 // its cp.async copies in flight (tensor_core.cpp)
-  std::exception_ptr error;          // thrown by the kernel
+  AsyncCopies async;                           // its cp.async copies in flight (tensor_core.cpp)
+  std::exception_ptr error;                    // thrown by the kernel
 };
 
 struct Warp {
-  unsigned size = 0;     // lanes that exist (fewer than 32 in a block's last, partial warp)
-  unsigned live = 0;     // lanes that have not finished the kernel
-  unsigned arrived = 0;  // lanes waiting at a shuffle
-  unsigned at_collective = 0;  // lanes waiting at a warp-collective instruction (mma, ldmatrix, ...)
-  unsigned collectives = 0;    // warp-collective instructions completed; its parity picks the token
+  unsigned size = 0;              // lanes that exist (fewer than 32 in a block's last, partial warp)
+  unsigned live = 0;              // lanes that have not finished the kernel
+  unsigned arrived = 0;           // lanes waiting at a shuffle
+  unsigned at_collective = 0;     // lanes waiting at a warp-collective instruction (mma, ldmatrix, ...)
+  unsigned collectives = 0;       // warp-collective instructions completed; its parity picks the token
   char collective_token[2] = {};  // TSan: the collectives' release/acquire addresses, by parity
 };
 
@@ -96,10 +96,14 @@ bool same_site(const std::source_location& a, const std::source_location& b) {
 
 const char* shuffle_name(ShuffleMode mode) {
   switch (mode) {
-    case ShuffleMode::idx: return "__shfl_sync";
-    case ShuffleMode::up: return "__shfl_up_sync";
-    case ShuffleMode::down: return "__shfl_down_sync";
-    case ShuffleMode::bfly: return "__shfl_xor_sync";
+    case ShuffleMode::idx:
+      return "__shfl_sync";
+    case ShuffleMode::up:
+      return "__shfl_up_sync";
+    case ShuffleMode::down:
+      return "__shfl_down_sync";
+    case ShuffleMode::bfly:
+      return "__shfl_xor_sync";
   }
   return "a shuffle";
 }
@@ -143,12 +147,12 @@ class BlockRunner {
   const GridLaunch* launch_ = nullptr;
   uint3 block_idx_{0, 0, 0};
   std::uint64_t block_linear_ = 0;
-  unsigned threads_ = 0;     // in this block
-  unsigned live_ = 0;        // threads that have not finished
-  unsigned finished_ = 0;    // threads that have finished
-  unsigned ready_ = 0;       // threads that can run
-  unsigned at_barrier_ = 0;  // threads waiting at __syncthreads()
-  unsigned at_other_barrier_ = 0;  // of those, how many wait at another one than the first
+  unsigned threads_ = 0;               // in this block
+  unsigned live_ = 0;                  // threads that have not finished
+  unsigned finished_ = 0;              // threads that have finished
+  unsigned ready_ = 0;                 // threads that can run
+  unsigned at_barrier_ = 0;            // threads waiting at __syncthreads()
+  unsigned at_other_barrier_ = 0;      // of those, how many wait at another one than the first
   std::source_location barrier_site_;  // where the first of them waits
   std::optional<std::string> failure_;
   std::unique_ptr<std::byte[]> shared_;  // dynamic shared memory, exactly the launch's size
@@ -163,7 +167,8 @@ thread_local BlockRunner this_thread_runner;
 void BlockRunner::prepare(const GridLaunch& launch, uint3 block_idx) {
   launch_ = &launch;
   block_idx_ = block_idx;
-  block_linear_ = block_idx.x + std::uint64_t{launch.grid.x} * (block_idx.y + std::uint64_t{launch.grid.y} * block_idx.z);
+  block_linear_ =
+      block_idx.x + std::uint64_t{launch.grid.x} * (block_idx.y + std::uint64_t{launch.grid.y} * block_idx.z);
   const dim3 b = launch.block;
   threads_ = b.x * b.y * b.z;
 
@@ -327,18 +332,18 @@ void BlockRunner::complete_shuffle(unsigned warp) {
     if (leader == nullptr) leader = &t;
     if (!same_site(t.site, leader->site)) {
       return fail("the lanes of warp " + std::to_string(warp) + " wait at different shuffles: lane " +
-                  std::to_string(leader->linear - first) + " at " + shuffle_name(leader->shuffle_mode) +
-                  " (" + where(leader->site) + "), lane " + std::to_string(lane) + " at " +
-                  shuffle_name(t.shuffle_mode) + " (" + where(t.site) + "); with the full mask every "
+                  std::to_string(leader->linear - first) + " at " + shuffle_name(leader->shuffle_mode) + " (" +
+                  where(leader->site) + "), lane " + std::to_string(lane) + " at " + shuffle_name(t.shuffle_mode) +
+                  " (" + where(t.site) +
+                  "); with the full mask every "
                   "lane must call the same shuffle");
     }
     const unsigned source = t.shuffle_source;
     if (source >= w.size) {
       return fail("lane " + std::to_string(lane) + " of warp " + std::to_string(warp) + " reads lane " +
                   std::to_string(source) + " in " + shuffle_name(t.shuffle_mode) + " (" + where(t.site) +
-                  "), which does not exist: the block has " + std::to_string(threads_) +
-                  " threads, so this warp has " + std::to_string(w.size) +
-                  " lanes (on a GPU the value is undefined)");
+                  "), which does not exist: the block has " + std::to_string(threads_) + " threads, so this warp has " +
+                  std::to_string(w.size) + " lanes (on a GPU the value is undefined)");
     }
     const CudaThread& from = *pool_[first + source];
     if (from.state != State::at_shuffle) {
@@ -363,8 +368,8 @@ std::optional<std::string> BlockRunner::why_stuck() const {
   for (unsigned w = 0; w < warps_.size(); ++w) {
     if (warps_[w].at_collective == 0) continue;
     return std::to_string(warps_[w].at_collective) + " of the 32 lanes of warp " + std::to_string(w) +
-           " wait at a warp-collective instruction that the others do not reach: " +
-           where_lanes_are(w) + ". All 32 lanes must execute the same mma, ldmatrix or __syncwarp "
+           " wait at a warp-collective instruction that the others do not reach: " + where_lanes_are(w) +
+           ". All 32 lanes must execute the same mma, ldmatrix or __syncwarp "
            "(on a GPU this is undefined behaviour: a hang or wrong results)";
   }
   // A warp whose shuffle cannot complete: some of its lanes wait at a barrier instead.
@@ -379,11 +384,10 @@ std::optional<std::string> BlockRunner::why_stuck() const {
     }
     const unsigned at_shuffle = warps_[w].arrived;
     if (shuffling == nullptr || waiting == nullptr) return "internal error: a warp shuffle is stuck";
-    return std::to_string(at_shuffle) + " of the " + std::to_string(warps_[w].live) +
-           " unfinished lanes of warp " + std::to_string(w) + " arrived at " +
-           shuffle_name(shuffling->shuffle_mode) + " (" + where(shuffling->site) + "); " +
-           std::to_string(warps_[w].live - at_shuffle) + " wait at __syncthreads() (" +
-           where(waiting->site) + "). With the full mask every unfinished lane of the warp must "
+    return std::to_string(at_shuffle) + " of the " + std::to_string(warps_[w].live) + " unfinished lanes of warp " +
+           std::to_string(w) + " arrived at " + shuffle_name(shuffling->shuffle_mode) + " (" + where(shuffling->site) +
+           "); " + std::to_string(warps_[w].live - at_shuffle) + " wait at __syncthreads() (" + where(waiting->site) +
+           "). With the full mask every unfinished lane of the warp must "
            "call the same shuffle (on a GPU this is undefined behaviour)";
   }
   // Every unfinished thread waits at a barrier. It is the same barrier for all, and nobody has
@@ -405,18 +409,19 @@ std::optional<std::string> BlockRunner::why_stuck() const {
     }
   }
   if (finished_ == 0 && elsewhere_count == 0) return std::nullopt;
-  std::string report = "a __syncthreads() that not every thread of the block reaches: " +
-                       std::to_string(arrived) + " of " + std::to_string(threads_) +
-                       " threads arrived at __syncthreads() (" + where(first->site) + ")";
+  std::string report = "a __syncthreads() that not every thread of the block reaches: " + std::to_string(arrived) +
+                       " of " + std::to_string(threads_) + " threads arrived at __syncthreads() (" +
+                       where(first->site) + ")";
   if (finished_ > 0) {
     report += "; " + std::to_string(finished_) + " exited (returned from the kernel) without reaching it";
   }
   if (elsewhere_count > 0) {
-    report += "; " + std::to_string(elsewhere_count) + " wait at another __syncthreads() (" +
-              where(elsewhere->site) + ")";
+    report +=
+        "; " + std::to_string(elsewhere_count) + " wait at another __syncthreads() (" + where(elsewhere->site) + ")";
   }
-  return report + ". Every thread of a block must reach the same __syncthreads() (on a GPU this is "
-                  "undefined behaviour: a hang or wrong results)";
+  return report +
+         ". Every thread of a block must reach the same __syncthreads() (on a GPU this is "
+         "undefined behaviour: a hang or wrong results)";
 }
 
 // Where each lane of `warp` is, lanes in the same place grouped: "lanes 0-15 at mma_m16n8k16_bf16
@@ -426,12 +431,17 @@ std::string BlockRunner::where_lanes_are(unsigned warp) const {
   const auto place = [&](unsigned lane) -> std::string {
     const CudaThread& t = *pool_[warp * lanes_per_warp + lane];
     switch (t.state) {
-      case State::at_barrier: return "at __syncthreads() (" + where(t.site) + ")";
-      case State::at_shuffle: return std::string("at ") + shuffle_name(t.shuffle_mode) + " (" + where(t.site) + ")";
-      case State::at_collective: return std::string("at ") + t.collective->name + " (" + where(t.site) + ")";
-      case State::finished: return "exited (returned from the kernel)";
+      case State::at_barrier:
+        return "at __syncthreads() (" + where(t.site) + ")";
+      case State::at_shuffle:
+        return std::string("at ") + shuffle_name(t.shuffle_mode) + " (" + where(t.site) + ")";
+      case State::at_collective:
+        return std::string("at ") + t.collective->name + " (" + where(t.site) + ")";
+      case State::finished:
+        return "exited (returned from the kernel)";
       case State::ready:
-      case State::running: break;
+      case State::running:
+        break;
     }
     return "still running";
   };
@@ -498,8 +508,8 @@ void BlockRunner::barrier(CudaThread& t, const std::source_location& site) {
 }
 
 // Kernel side: leave this lane's value, wait until the whole warp has, read the source lane's.
-std::uint64_t BlockRunner::shuffle(CudaThread& t, ShuffleMode mode, std::uint64_t bits,
-                                   unsigned source, const std::source_location& site) {
+std::uint64_t BlockRunner::shuffle(CudaThread& t, ShuffleMode mode, std::uint64_t bits, unsigned source,
+                                   const std::source_location& site) {
   if (t.cancel) throw Cancelled{};
   t.site = site;
   t.shuffle_mode = mode;
@@ -517,7 +527,8 @@ void BlockRunner::collective(CudaThread& t, const WarpCollective& op, const std:
   if (t.cancel) throw Cancelled{};
   if (threads_ % lanes_per_warp != 0) {
     throw std::invalid_argument(std::string(op.name) + " (" + where(site) + ") in a block of " +
-                                std::to_string(threads_) + " threads: warp-collective instructions "
+                                std::to_string(threads_) +
+                                " threads: warp-collective instructions "
                                 "need whole warps, so the block size must be a multiple of 32 (on a GPU "
                                 "the missing lanes make the result undefined)");
   }
@@ -584,8 +595,7 @@ void thread_body(void* arg) {
 
 CudaThread& current_thread(const char* what) {
   if (current == nullptr) {
-    throw std::logic_error(std::string(what) +
-                           " called outside a kernel: only code run by simt::launch may call it");
+    throw std::logic_error(std::string(what) + " called outside a kernel: only code run by simt::launch may call it");
   }
   return *current;
 }
@@ -624,9 +634,8 @@ std::uint64_t shuffle(ShuffleMode mode, unsigned mask, std::uint64_t bits, int o
                       const std::source_location& site) {
   CudaThread& t = current_thread(shuffle_name(mode));
   if (mask != full_mask) {
-    throw std::invalid_argument(std::string(shuffle_name(mode)) + " (" + where(site) +
-                                "): mask " + std::to_string(mask) +
-                                " is not supported on the CPU; use the full mask 0xffffffff");
+    throw std::invalid_argument(std::string(shuffle_name(mode)) + " (" + where(site) + "): mask " +
+                                std::to_string(mask) + " is not supported on the CPU; use the full mask 0xffffffff");
   }
   if (width < 1 || width > 32 || (width & (width - 1)) != 0) {
     throw std::invalid_argument(std::string(shuffle_name(mode)) + " (" + where(site) + "): width " +
@@ -640,10 +649,18 @@ std::uint64_t shuffle(ShuffleMode mode, unsigned mask, std::uint64_t bits, int o
   const int b = operand & 31;
   int source = lane;
   switch (mode) {
-    case ShuffleMode::idx: source = first + (operand & (width - 1)); break;
-    case ShuffleMode::up: source = lane - b >= first ? lane - b : lane; break;
-    case ShuffleMode::down: source = lane + b <= last ? lane + b : lane; break;
-    case ShuffleMode::bfly: source = (lane ^ b) <= last ? (lane ^ b) : lane; break;
+    case ShuffleMode::idx:
+      source = first + (operand & (width - 1));
+      break;
+    case ShuffleMode::up:
+      source = lane - b >= first ? lane - b : lane;
+      break;
+    case ShuffleMode::down:
+      source = lane + b <= last ? lane + b : lane;
+      break;
+    case ShuffleMode::bfly:
+      source = (lane ^ b) <= last ? (lane ^ b) : lane;
+      break;
   }
   return t.runner->shuffle(t, mode, bits, static_cast<unsigned>(source), site);
 }

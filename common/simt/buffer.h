@@ -9,8 +9,8 @@
 //
 // The memory is one allocation of exactly size() elements, so AddressSanitizer reports a kernel
 // that reads or writes past its end. It is registered as device memory with simt's profiler
-// (profile.h), which counts a profiled kernel's accesses to it as global memory. "Uninitialised" memory is filled with 0xff bytes (NaN for
-// float and double) so that a run never depends on what the allocator left there.
+// (profile.h), which counts a profiled kernel's accesses to it as global memory. "Uninitialised" memory is filled with
+// 0xff bytes (NaN for float and double) so that a run never depends on what the allocator left there.
 #pragma once
 
 #include <algorithm>
@@ -43,8 +43,7 @@ class DeviceBuffer {
     std::copy(host.begin(), host.end(), data_.get());
   }
   // Move-only; a moved-from buffer is empty.
-  DeviceBuffer(DeviceBuffer&& other) noexcept
-      : data_(std::move(other.data_)), size_(std::exchange(other.size_, 0)) {}
+  DeviceBuffer(DeviceBuffer&& other) noexcept : data_(std::move(other.data_)), size_(std::exchange(other.size_, 0)) {}
   DeviceBuffer& operator=(DeviceBuffer&& other) noexcept {
     data_ = std::move(other.data_);
     size_ = std::exchange(other.size_, 0);

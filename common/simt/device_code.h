@@ -85,8 +85,7 @@ std::uint64_t shuffle(ShuffleMode mode, unsigned mask, std::uint64_t bits, int o
                       const std::source_location& site);
 
 template <class T>
-T shuffle_value(ShuffleMode mode, unsigned mask, T value, int operand, int width,
-                const std::source_location& site) {
+T shuffle_value(ShuffleMode mode, unsigned mask, T value, int operand, int width, const std::source_location& site) {
   static_assert(std::is_trivially_copyable_v<T> && sizeof(T) <= 8,
                 "warp shuffles move values of at most 8 bytes (int, float, double, ...)");
   std::uint64_t bits = 0;
@@ -136,26 +135,24 @@ inline void __syncthreads(std::source_location site = std::source_location::curr
 template <class T>
 T __shfl_sync(unsigned mask, T var, int srcLane, int width = warpSize,
               std::source_location site = std::source_location::current()) {
-  return ::simt::cpu::detail::shuffle_value(::simt::cpu::detail::ShuffleMode::idx, mask, var,
-                                            srcLane, width, site);
+  return ::simt::cpu::detail::shuffle_value(::simt::cpu::detail::ShuffleMode::idx, mask, var, srcLane, width, site);
 }
 template <class T>
 T __shfl_up_sync(unsigned mask, T var, unsigned delta, int width = warpSize,
                  std::source_location site = std::source_location::current()) {
-  return ::simt::cpu::detail::shuffle_value(::simt::cpu::detail::ShuffleMode::up, mask, var,
-                                            static_cast<int>(delta), width, site);
+  return ::simt::cpu::detail::shuffle_value(::simt::cpu::detail::ShuffleMode::up, mask, var, static_cast<int>(delta),
+                                            width, site);
 }
 template <class T>
 T __shfl_down_sync(unsigned mask, T var, unsigned delta, int width = warpSize,
                    std::source_location site = std::source_location::current()) {
-  return ::simt::cpu::detail::shuffle_value(::simt::cpu::detail::ShuffleMode::down, mask, var,
-                                            static_cast<int>(delta), width, site);
+  return ::simt::cpu::detail::shuffle_value(::simt::cpu::detail::ShuffleMode::down, mask, var, static_cast<int>(delta),
+                                            width, site);
 }
 template <class T>
 T __shfl_xor_sync(unsigned mask, T var, int laneMask, int width = warpSize,
                   std::source_location site = std::source_location::current()) {
-  return ::simt::cpu::detail::shuffle_value(::simt::cpu::detail::ShuffleMode::bfly, mask, var,
-                                            laneMask, width, site);
+  return ::simt::cpu::detail::shuffle_value(::simt::cpu::detail::ShuffleMode::bfly, mask, var, laneMask, width, site);
 }
 
 // atomicAdd: adds `value` to *address as one indivisible step and returns the old value. Blocks

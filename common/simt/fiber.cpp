@@ -88,8 +88,7 @@ Fiber::~Fiber() {
 void Fiber::resume() {
 #if SIMT_ASAN
   void* host_fake_stack = nullptr;
-  __sanitizer_start_switch_fiber(&host_fake_stack, static_cast<char*>(mapping_) + page_bytes(),
-                                 stack_bytes());
+  __sanitizer_start_switch_fiber(&host_fake_stack, static_cast<char*>(mapping_) + page_bytes(), stack_bytes());
 #endif
 #if SIMT_TSAN
   tsan_host_ = __tsan_get_current_fiber();

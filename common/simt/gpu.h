@@ -127,8 +127,7 @@ void launch(dim3 grid, dim3 block, std::size_t dynamic_shared_bytes, Args&&... a
   try {
     FA_CUDA_CHECK(cudaDeviceSynchronize());  // the kernel's run (a bad address, a trap)
   } catch (const std::runtime_error& e) {
-    throw std::runtime_error("simt::launch of " + std::string(rules::kernel_name<Kernel>()) + ": " +
-                             e.what());
+    throw std::runtime_error("simt::launch of " + std::string(rules::kernel_name<Kernel>()) + ": " + e.what());
   }
 }
 
@@ -147,8 +146,7 @@ void launch(LaunchMode mode, dim3 grid, dim3 block, std::size_t dynamic_shared_b
 template <auto Kernel>
 void set_max_dynamic_shared_bytes(std::size_t bytes) {
   if (detail::applied_max_dynamic_shared_bytes<Kernel>.load() == bytes) return;
-  FA_CUDA_CHECK(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     static_cast<int>(bytes)));
+  FA_CUDA_CHECK(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
   detail::applied_max_dynamic_shared_bytes<Kernel> = bytes;
 }
 

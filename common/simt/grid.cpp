@@ -5,10 +5,10 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <cstdint>
 #include <exception>
 #include <mutex>
 #include <stdexcept>
@@ -86,8 +86,7 @@ class HostThreads {
 
   void run(const GridLaunch& launch) {
     std::scoped_lock one_launch_at_a_time(launch_mutex_);
-    const std::uint64_t blocks =
-        std::uint64_t{launch.grid.x} * launch.grid.y * launch.grid.z;
+    const std::uint64_t blocks = std::uint64_t{launch.grid.x} * launch.grid.y * launch.grid.z;
     const unsigned wanted = host_threads();
     if (helpers_.size() != wanted - 1) resize(wanted - 1);
     const auto helpers = static_cast<unsigned>(std::min<std::uint64_t>(wanted, blocks) - 1);

@@ -47,8 +47,7 @@ void invoke(const void* params) {
 template <auto Kernel>
 void set_max_dynamic_shared_bytes(std::size_t bytes) {
   if (bytes > rules::max_dynamic_shared_bytes) {
-    throw std::invalid_argument("set_max_dynamic_shared_bytes for " +
-                                std::string(rules::kernel_name<Kernel>()) + ": " +
+    throw std::invalid_argument("set_max_dynamic_shared_bytes for " + std::string(rules::kernel_name<Kernel>()) + ": " +
                                 std::to_string(bytes) + " bytes; accepted: at most " +
                                 std::to_string(rules::max_dynamic_shared_bytes) + " (227 KiB)");
   }

@@ -396,8 +396,8 @@ constexpr std::uintptr_t kNamedSite = std::uintptr_t{1} << (8 * sizeof(std::uint
 std::uintptr_t named_site_key(const std::source_location& site) {
   // Per host thread, a cache of the sites already registered (keyed by file pointer and line).
   thread_local std::unordered_map<std::uint64_t, std::uintptr_t> cache;
-  const std::uint64_t local =
-      reinterpret_cast<std::uintptr_t>(site.file_name()) * 1000003u ^ (std::uint64_t{site.line()} << 12) ^ site.column();
+  const std::uint64_t local = reinterpret_cast<std::uintptr_t>(site.file_name()) * 1000003u ^
+                              (std::uint64_t{site.line()} << 12) ^ site.column();
   if (auto it = cache.find(local); it != cache.end()) return it->second;
   NamedSites& n = named_sites();
   std::scoped_lock lock(n.mutex);
@@ -521,8 +521,7 @@ SourceLine source_line(std::uintptr_t return_address) {
 #if SIMT_HAVE_LIBDW
   static std::mutex mutex;
   static Dwfl* dwfl = [] {
-    static const Dwfl_Callbacks callbacks = {dwfl_linux_proc_find_elf, dwfl_standard_find_debuginfo, nullptr,
-                                             nullptr};
+    static const Dwfl_Callbacks callbacks = {dwfl_linux_proc_find_elf, dwfl_standard_find_debuginfo, nullptr, nullptr};
     Dwfl* d = dwfl_begin(&callbacks);
     if (d != nullptr) {
       dwfl_report_begin(d);
@@ -644,8 +643,8 @@ std::string format_table(const std::vector<KernelProfile>& kernels, std::size_t 
     out += fmt::format("  {:<13} {:>13} {:>15} {:>13} {:>13} {:>15}\n", "", "instructions", "bytes", "sectors",
                        "wavefronts", "bank conflicts");
     const auto g = [&](const char* name, const GlobalCounts& c) {
-      out += fmt::format("  {:<13} {:>13} {:>15} {:>13} {:>13} {:>15}\n", name, c.instructions, c.bytes, c.sectors,
-                         "", "");
+      out += fmt::format("  {:<13} {:>13} {:>15} {:>13} {:>13} {:>15}\n", name, c.instructions, c.bytes, c.sectors, "",
+                         "");
     };
     const auto s = [&](const char* name, const SharedCounts& c) {
       out += fmt::format("  {:<13} {:>13} {:>15} {:>13} {:>13} {:>15}\n", name, c.instructions, c.bytes, "",
@@ -657,9 +656,9 @@ std::string format_table(const std::vector<KernelProfile>& kernels, std::size_t 
     s("shared store", k.shared_store);
     for (const Worst& w : worst_sites(k, n)) {
       const bool global = w.site->space == Space::global;
-      out += fmt::format("    {:>5.1f}% of the {}: {} {} at {}\n", 100.0 * w.share,
-                         global ? "sectors" : "bank conflicts", space_name(w.site->space), op_name(w.site->op),
-                         where(*w.site));
+      out +=
+          fmt::format("    {:>5.1f}% of the {}: {} {} at {}\n", 100.0 * w.share, global ? "sectors" : "bank conflicts",
+                      space_name(w.site->space), op_name(w.site->op), where(*w.site));
     }
   }
   return out;
@@ -720,11 +719,11 @@ void write_json(const std::string& path, const std::vector<KernelProfile>& kerne
 // __asan_handle_no_return before a call that does not return (a throw); the profile needs only
 // the first kind.
 #if SIMT_PROFILE_HOOKS
-#define SIMT_PROFILE_HOOK(size)                                                                     \
-  extern "C" void __asan_load##size##_noabort(std::uintptr_t address) {                            \
+#define SIMT_PROFILE_HOOK(size)                                                                        \
+  extern "C" void __asan_load##size##_noabort(std::uintptr_t address) {                                \
     simt::profile::detail::hook(address, size, simt::profile::Op::load, __builtin_return_address(0));  \
-  }                                                                                                 \
-  extern "C" void __asan_store##size##_noabort(std::uintptr_t address) {                           \
+  }                                                                                                    \
+  extern "C" void __asan_store##size##_noabort(std::uintptr_t address) {                               \
     simt::profile::detail::hook(address, size, simt::profile::Op::store, __builtin_return_address(0)); \
   }
 SIMT_PROFILE_HOOK(1)

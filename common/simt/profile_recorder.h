@@ -26,8 +26,8 @@ inline bool is_recording() { return recording_flag.load(std::memory_order_relaxe
 //   warp_sync:   every unfinished lane of `warp` has reached the same warp-collective operation
 //   block_sync:  every thread of the block has reached the same __syncthreads()
 //   block_end:   the block has finished (or failed); its counts join the kernel's
-void block_begin(std::string_view kernel, bool first_block, const std::byte* shared,
-                 std::size_t shared_bytes, unsigned threads);
+void block_begin(std::string_view kernel, bool first_block, const std::byte* shared, std::size_t shared_bytes,
+                 unsigned threads);
 void warp_sync(unsigned warp);
 void block_sync();
 void block_end();

@@ -40,9 +40,12 @@ std::optional<std::uint64_t> parse_number(std::string_view text) {
 
 std::string_view to_string(Schedule s) {
   switch (s) {
-    case Schedule::in_order: return "in_order";
-    case Schedule::reverse: return "reverse";
-    case Schedule::random: return "random";
+    case Schedule::in_order:
+      return "in_order";
+    case Schedule::reverse:
+      return "reverse";
+    case Schedule::random:
+      return "random";
   }
   return "?";
 }
@@ -87,8 +90,8 @@ Schedule current_schedule() { return current_schedule_choice().schedule; }
 
 void set_host_threads(unsigned n) {
   if (n < 1 || n > max_host_threads) {
-    throw std::invalid_argument("set_host_threads(" + std::to_string(n) +
-                                "): accepted values are 1 to " + std::to_string(max_host_threads));
+    throw std::invalid_argument("set_host_threads(" + std::to_string(n) + "): accepted values are 1 to " +
+                                std::to_string(max_host_threads));
   }
   std::scoped_lock lock(settings().mutex);
   settings().threads = n;
@@ -107,8 +110,8 @@ unsigned host_threads() {
   if (const char* env = std::getenv("SIMT_THREADS"); env != nullptr && *env != '\0') {
     const auto n = parse_number(env);
     if (!n || *n < 1 || *n > max_host_threads) {
-      throw std::invalid_argument("SIMT_THREADS='" + std::string(env) +
-                                  "': accepted values are 1 to " + std::to_string(max_host_threads));
+      throw std::invalid_argument("SIMT_THREADS='" + std::string(env) + "': accepted values are 1 to " +
+                                  std::to_string(max_host_threads));
     }
     return static_cast<unsigned>(*n);
   }

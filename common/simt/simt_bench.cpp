@@ -48,8 +48,8 @@ namespace {
 void BM_empty_launch(benchmark::State& state) {
   simt::set_host_threads(static_cast<unsigned>(state.range(0)));
   for (auto _ : state) simt::launch<bench::cpu::empty_kernel>(dim3(1), dim3(32), 0);
-  state.counters["launches/s"] = benchmark::Counter(static_cast<double>(state.iterations()),
-                                                    benchmark::Counter::kIsRate);
+  state.counters["launches/s"] =
+      benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
   simt::reset_host_threads();
 }
 BENCHMARK(BM_empty_launch)->Arg(1)->Arg(2)->UseRealTime();
@@ -63,8 +63,7 @@ void BM_two_barriers(benchmark::State& state) {
   }
   const auto launches = static_cast<double>(state.iterations());
   state.counters["launches/s"] = benchmark::Counter(launches, benchmark::Counter::kIsRate);
-  state.counters["block_barriers/s"] =
-      benchmark::Counter(launches * blocks * barriers, benchmark::Counter::kIsRate);
+  state.counters["block_barriers/s"] = benchmark::Counter(launches * blocks * barriers, benchmark::Counter::kIsRate);
   state.counters["thread_barriers/s"] =
       benchmark::Counter(launches * blocks * threads * barriers, benchmark::Counter::kIsRate);
   simt::reset_host_threads();
@@ -76,8 +75,8 @@ void BM_mma(benchmark::State& state) {
   simt::set_host_threads(1);
   simt::DeviceBuffer<float> out(32);
   for (auto _ : state) simt::launch<bench::cpu::mma_kernel>(dim3(1), dim3(32), 0, count, out.data());
-  state.counters["mma/s"] = benchmark::Counter(static_cast<double>(state.iterations()) * count,
-                                               benchmark::Counter::kIsRate);
+  state.counters["mma/s"] =
+      benchmark::Counter(static_cast<double>(state.iterations()) * count, benchmark::Counter::kIsRate);
   simt::reset_host_threads();
 }
 // Timed in CPU time, not real time: the figure is mma per second of one core, whatever else the

@@ -37,8 +37,7 @@ constexpr std::size_t row_bytes = 16;  // one ldmatrix row and one cp.async: 8 b
 
 std::string hex(const void* address) {
   char text[2 + 16 + 1];
-  std::snprintf(text, sizeof text, "%#llx",
-                static_cast<unsigned long long>(reinterpret_cast<std::uintptr_t>(address)));
+  std::snprintf(text, sizeof text, "%#llx", static_cast<unsigned long long>(reinterpret_cast<std::uintptr_t>(address)));
   return text;
 }
 
@@ -106,21 +105,22 @@ void check_shared_row(const char* instruction, const char* operand, const void* 
                       const std::source_location& site) {
   const std::string lane = "lane " + std::to_string(current_lane()) + " of warp " + std::to_string(current_warp());
   if (!in_shared_memory(address, row_bytes)) {
-    throw std::invalid_argument(std::string(instruction) + " (" + where(site) + "): " + lane + " gives " +
-                                operand + " " + hex(address) + ", which is not 16 bytes of this block's "
-                                "shared memory (" + shared_memory_description() + ")");
+    throw std::invalid_argument(std::string(instruction) + " (" + where(site) + "): " + lane + " gives " + operand +
+                                " " + hex(address) +
+                                ", which is not 16 bytes of this block's "
+                                "shared memory (" +
+                                shared_memory_description() + ")");
   }
   if (reinterpret_cast<std::uintptr_t>(address) % row_bytes != 0) {
-    throw std::invalid_argument(std::string(instruction) + " (" + where(site) + "): " + lane + " gives " +
-                                operand + " " + hex(address) + ", which is not 16-byte aligned");
+    throw std::invalid_argument(std::string(instruction) + " (" + where(site) + "): " + lane + " gives " + operand +
+                                " " + hex(address) + ", which is not 16-byte aligned");
   }
 }
 
 // ---- The memory accesses (one function per kind; see the top of the file) ----------------------
 
 // ldmatrix: reads `count` rows of 16 bytes, row k from row_address[k], into rows[k].
-void read_ldmatrix_rows(const std::byte* const* row_address, unsigned count,
-                        std::uint16_t (*rows)[8]) {
+void read_ldmatrix_rows(const std::byte* const* row_address, unsigned count, std::uint16_t (*rows)[8]) {
   for (unsigned k = 0; k < count; ++k) std::memcpy(rows[k], row_address[k], row_bytes);
 }
 
@@ -280,8 +280,8 @@ constexpr const char* ldmatrix_names[2][3] = {{"ldmatrix_x1", "ldmatrix_x2", "ld
 
 void find_static_shared_memory() { (void)thread_local_ranges(); }
 
-void mma_m16n8k16(MmaInput input, float* d, const std::uint32_t* a, const std::uint32_t* b,
-                  const float* c, const std::source_location& site) {
+void mma_m16n8k16(MmaInput input, float* d, const std::uint32_t* a, const std::uint32_t* b, const float* c,
+                  const std::source_location& site) {
   MmaOperands operands{d, a, b, c};
   WarpCollective op;
   op.name = input == MmaInput::bf16 ? "mma_m16n8k16_bf16" : "mma_m16n8k16_f16";
@@ -290,8 +290,7 @@ void mma_m16n8k16(MmaInput input, float* d, const std::uint32_t* a, const std::u
   warp_collective(op, site);
 }
 
-void ldmatrix(int matrices, bool trans, std::uint32_t* r, const void* row_address,
-              const std::source_location& site) {
+void ldmatrix(int matrices, bool trans, std::uint32_t* r, const void* row_address, const std::source_location& site) {
   const int which = matrices == 1 ? 0 : matrices == 2 ? 1 : 2;
   const char* name = ldmatrix_names[trans][which];
   // Only the lanes that give a row address are checked (the others' operands are not used).
@@ -314,7 +313,8 @@ void ldmatrix(int matrices, bool trans, std::uint32_t* r, const void* row_addres
 
 void syncwarp(unsigned mask, const std::source_location& site) {
   if (mask != 0xffffffffu) {
-    throw std::invalid_argument("__syncwarp (" + where(site) + "): mask " + hex(reinterpret_cast<void*>(std::uintptr_t{mask})) +
+    throw std::invalid_argument("__syncwarp (" + where(site) + "): mask " +
+                                hex(reinterpret_cast<void*>(std::uintptr_t{mask})) +
                                 " is not supported on the CPU; use the full mask 0xffffffff");
   }
   WarpCollective op;
@@ -337,13 +337,15 @@ void cp_async_16(void* shared_dst, const void* global_src, bool valid, const std
     if (global_src == nullptr || reinterpret_cast<std::uintptr_t>(global_src) % row_bytes != 0) {
       throw std::invalid_argument("cp_async_16 (" + where(site) + "): lane " + std::to_string(current_lane()) +
                                   " of warp " + std::to_string(current_warp()) + " gives global source " +
-                                  hex(global_src) + ", which is not 16-byte aligned (cp.async copies 16 "
+                                  hex(global_src) +
+                                  ", which is not 16-byte aligned (cp.async copies 16 "
                                   "bytes from a 16-byte aligned address)");
     }
     if (in_shared_memory(global_src, 1)) {
       throw std::invalid_argument("cp_async_16 (" + where(site) + "): lane " + std::to_string(current_lane()) +
                                   " of warp " + std::to_string(current_warp()) + " gives global source " +
-                                  hex(global_src) + ", which is in shared memory; cp.async copies from "
+                                  hex(global_src) +
+                                  ", which is in shared memory; cp.async copies from "
                                   "global to shared memory");
     }
   }
@@ -352,13 +354,11 @@ void cp_async_16(void* shared_dst, const void* global_src, bool valid, const std
   const unsigned thread = current_warp() * lanes + current_lane();
   if (valid) profile::detail::record_instruction_access(site, thread, global_src, row_bytes, profile::Op::load);
   profile::detail::record_instruction_access(site, thread, shared_dst, row_bytes, profile::Op::store);
-  copies.in_flight.push_back({static_cast<std::byte*>(shared_dst), static_cast<const std::byte*>(global_src),
-                              valid, copies.committed});
+  copies.in_flight.push_back(
+      {static_cast<std::byte*>(shared_dst), static_cast<const std::byte*>(global_src), valid, copies.committed});
 }
 
-void cp_async_commit_group(const std::source_location&) {
-  ++current_async_copies("cp_async_commit_group").committed;
-}
+void cp_async_commit_group(const std::source_location&) { ++current_async_copies("cp_async_commit_group").committed; }
 
 void cp_async_wait_group(int n, const std::source_location&) {
   AsyncCopies& copies = current_async_copies("cp_async_wait_group");

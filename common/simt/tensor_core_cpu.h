@@ -20,11 +20,10 @@ inline namespace cpu {
 namespace detail {
 
 enum class MmaInput { bf16, f16 };
-void mma_m16n8k16(MmaInput input, float* d, const std::uint32_t* a, const std::uint32_t* b,
-                  const float* c, const std::source_location& site);
+void mma_m16n8k16(MmaInput input, float* d, const std::uint32_t* a, const std::uint32_t* b, const float* c,
+                  const std::source_location& site);
 // matrices: 1, 2 or 4; r: that many registers.
-void ldmatrix(int matrices, bool trans, std::uint32_t* r, const void* row_address,
-              const std::source_location& site);
+void ldmatrix(int matrices, bool trans, std::uint32_t* r, const void* row_address, const std::source_location& site);
 void cp_async_16(void* shared_dst, const void* global_src, bool valid, const std::source_location& site);
 void cp_async_commit_group(const std::source_location& site);
 void cp_async_wait_group(int n, const std::source_location& site);
@@ -33,13 +32,11 @@ void syncwarp(unsigned mask, const std::source_location& site);
 }  // namespace detail
 
 inline void mma_m16n8k16_bf16(float (&d)[4], const std::uint32_t (&a)[4], const std::uint32_t (&b)[2],
-                              const float (&c)[4],
-                              std::source_location site = std::source_location::current()) {
+                              const float (&c)[4], std::source_location site = std::source_location::current()) {
   detail::mma_m16n8k16(detail::MmaInput::bf16, d, a, b, c, site);
 }
 inline void mma_m16n8k16_f16(float (&d)[4], const std::uint32_t (&a)[4], const std::uint32_t (&b)[2],
-                             const float (&c)[4],
-                             std::source_location site = std::source_location::current()) {
+                             const float (&c)[4], std::source_location site = std::source_location::current()) {
   detail::mma_m16n8k16(detail::MmaInput::f16, d, a, b, c, site);
 }
 

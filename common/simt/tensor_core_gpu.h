@@ -26,12 +26,13 @@ inline namespace gpu {
 // The body of mma_m16n8k16_{bf16,f16}: one instruction, TYPE the input type. The string must be a
 // literal, hence a macro rather than a template.
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
-#define SIMT_MMA_M16N8K16(TYPE)                                                                  \
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." TYPE "." TYPE ".f32 "                    \
-               "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\n"          \
-               : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])                                  \
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]),    \
-                 "f"(c[1]), "f"(c[2]), "f"(c[3]))
+#define SIMT_MMA_M16N8K16(TYPE)                                                                                     \
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." TYPE "." TYPE                                               \
+               ".f32 "                                                                                              \
+               "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\n"                              \
+               : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])                                                     \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]), \
+                 "f"(c[3]))
 #else
 #define SIMT_MMA_M16N8K16(TYPE) SIMT_SM80_OR_TRAP()
 #endif
@@ -54,29 +55,39 @@ __device__ __forceinline__ std::uint32_t shared_address(const void* pointer) {
 // too, so the compiler must not move those accesses across the instruction.
 __device__ __forceinline__ void ldmatrix_x1(std::uint32_t (&r)[1], const void* row_address) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];\n"
-               : "=r"(r[0]) : "r"(shared_address(row_address)) : "memory");
+               : "=r"(r[0])
+               : "r"(shared_address(row_address))
+               : "memory");
 }
 __device__ __forceinline__ void ldmatrix_x2(std::uint32_t (&r)[2], const void* row_address) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
-               : "=r"(r[0]), "=r"(r[1]) : "r"(shared_address(row_address)) : "memory");
+               : "=r"(r[0]), "=r"(r[1])
+               : "r"(shared_address(row_address))
+               : "memory");
 }
 __device__ __forceinline__ void ldmatrix_x4(std::uint32_t (&r)[4], const void* row_address) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(shared_address(row_address)) : "memory");
+               : "r"(shared_address(row_address))
+               : "memory");
 }
 __device__ __forceinline__ void ldmatrix_x1_trans(std::uint32_t (&r)[1], const void* row_address) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16 {%0}, [%1];\n"
-               : "=r"(r[0]) : "r"(shared_address(row_address)) : "memory");
+               : "=r"(r[0])
+               : "r"(shared_address(row_address))
+               : "memory");
 }
 __device__ __forceinline__ void ldmatrix_x2_trans(std::uint32_t (&r)[2], const void* row_address) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
-               : "=r"(r[0]), "=r"(r[1]) : "r"(shared_address(row_address)) : "memory");
+               : "=r"(r[0]), "=r"(r[1])
+               : "r"(shared_address(row_address))
+               : "memory");
 }
 __device__ __forceinline__ void ldmatrix_x4_trans(std::uint32_t (&r)[4], const void* row_address) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(shared_address(row_address)) : "memory");
+               : "r"(shared_address(row_address))
+               : "memory");
 }
 
 // .cg: cached in L2 only, the one cache option that 16-byte copies allow besides .ca; the data
@@ -84,8 +95,9 @@ __device__ __forceinline__ void ldmatrix_x4_trans(std::uint32_t (&r)[4], const v
 __device__ __forceinline__ void cp_async_16(void* shared_dst, const void* global_src, bool valid = true) {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
   const int src_size = valid ? 16 : 0;  // 0: read nothing, fill the 16 bytes with zeros
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
-               :: "r"(shared_address(shared_dst)), "l"(global_src), "r"(src_size) : "memory");
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address(shared_dst)), "l"(global_src),
+               "r"(src_size)
+               : "memory");
 #else
   SIMT_SM80_OR_TRAP();
 #endif
@@ -103,7 +115,7 @@ template <int N>
 __device__ __forceinline__ void cp_async_wait_group() {
   static_assert(N >= 0, "cp.async.wait_group N: N is the number of groups left in flight, >= 0");
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory");
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 #else
   SIMT_SM80_OR_TRAP();
 #endif

@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "common/profile_cli.h"
 #include "common/simt/profile_count.h"
@@ -38,7 +38,7 @@ __global__ void read_strided(const T* in, T* out, unsigned stride) {
   T* words = reinterpret_cast<T*>(shared);
   for (unsigned w = lane; w < kSharedWords * 4 / sizeof(T); w += 32) words[w] = in[w];
   __syncthreads();
-  const unsigned word = lane * stride;  // in 4-byte words
+  const unsigned word = lane * stride;                     // in 4-byte words
   out[lane] = *reinterpret_cast<const T*>(&shared[word]);  // the instruction this example is about
 }
 
@@ -79,9 +79,10 @@ int main(int argc, char** argv) {
     }
     if (stride > 33) throw std::invalid_argument(fmt::format("--stride {}: accepted 0 to 33 words", stride));
     if (stride % (bytes / 4) != 0) {
-      throw std::invalid_argument(fmt::format(
-          "--stride {} with --bytes {}: an access of {} bytes must start at a multiple of {} bytes, so the "
-          "stride must be a multiple of {} words", stride, bytes, bytes, bytes, bytes / 4));
+      throw std::invalid_argument(
+          fmt::format("--stride {} with --bytes {}: an access of {} bytes must start at a multiple of {} bytes, so the "
+                      "stride must be a multiple of {} words",
+                      stride, bytes, bytes, bytes, bytes / 4));
     }
     fa::begin_profile(profile, fa::Device::cpu);  // says first when this build cannot profile
     fmt::print("One warp, lane l reads {} bytes at shared word l * {}\n", bytes, stride);

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "common/random.h"
 #include "common/simt/simt.h"
@@ -63,12 +63,11 @@ int main(int argc, char** argv) {
                                       : std::string(simt::to_string(used.schedule));
     const auto in = fa::uniform<float>(std::size_t{blocks} * demo::cpu::block_size, 2024, 0.0, 1.0);
     simt::DeviceBuffer<float> d_in{std::span<const float>(in)}, d_out(blocks);
-    simt::launch<demo::cpu::block_sum>(dim3(blocks), dim3(demo::cpu::block_size), 0, d_in.data(),
-                                       d_out.data(), fixed);
+    simt::launch<demo::cpu::block_sum>(dim3(blocks), dim3(demo::cpu::block_size), 0, d_in.data(), d_out.data(), fixed);
     const auto out = d_out.to_host();
 
-    fmt::print("block sum of {} x 256 values, barrier {}, schedule {}\n", blocks,
-               fixed ? "present" : "MISSING", used_name);
+    fmt::print("block sum of {} x 256 values, barrier {}, schedule {}\n", blocks, fixed ? "present" : "MISSING",
+               used_name);
     unsigned wrong = 0;
     for (unsigned b = 0; b < blocks; ++b) {
       double expected = 0;
@@ -76,8 +75,7 @@ int main(int argc, char** argv) {
       // 256 float additions of values in [0, 1): the tree is off by at most ~1e-4 relative.
       const bool ok = std::fabs(out[b] - expected) <= 1e-4 * expected;
       wrong += !ok;
-      fmt::print("  block {:3}: kernel {:10.4f}   host {:10.4f}   {}\n", b, out[b], expected,
-                 ok ? "ok" : "WRONG");
+      fmt::print("  block {:3}: kernel {:10.4f}   host {:10.4f}   {}\n", b, out[b], expected, ok ? "ok" : "WRONG");
     }
     fmt::print("{} of {} blocks wrong\n", wrong, blocks);
     return 0;
