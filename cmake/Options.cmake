@@ -7,6 +7,7 @@ if(NOT FA_SANITIZE MATCHES "^(|address|thread)$")
   message(FATAL_ERROR "FA_SANITIZE='${FA_SANITIZE}': accepted values are '', 'address' and 'thread'.")
 endif()
 option(FA_REQUIRE_CUDA "Stop the configure if nvcc is not found (the cuda preset sets this)" OFF)
+option(FA_CUDA "Compile the kernels for the GPU too where nvcc is found (OFF: the CPU path only)" ON)
 
 # Warnings for every C++ target of the project (not for fetched dependencies).
 add_library(fa_warnings INTERFACE)
@@ -33,10 +34,12 @@ else()
 endif()
 
 # CUDA is optional: every chapter runs on the CPU through common/simt. Where nvcc is found (and no
-# sanitizer is on: nvcc's host code is not instrumented), the kernels are also compiled for the GPU.
+# sanitizer is on: nvcc's host code is not instrumented), the kernels are also compiled for the GPU,
+# unless FA_CUDA is OFF: on a machine with nvcc and no GPU, -DFA_CUDA=OFF leaves out the GPU path
+# and its compile time.
 include(CheckLanguage)
 set(FA_HAVE_CUDA OFF)
-if(FA_SANITIZE STREQUAL "")
+if(FA_SANITIZE STREQUAL "" AND FA_CUDA)
   check_language(CUDA)
   if(CMAKE_CUDA_COMPILER)
     if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
@@ -66,9 +69,16 @@ if(FA_SANITIZE STREQUAL "")
     set(FA_HAVE_CUDA ON)
   endif()
 endif()
-if(FA_REQUIRE_CUDA AND NOT FA_HAVE_CUDA)
+if(FA_REQUIRE_CUDA AND NOT FA_CUDA)
+  message(FATAL_ERROR "The cuda preset builds the GPU path, which FA_CUDA=OFF leaves out: drop -DFA_CUDA=OFF "
+                      "(or use the default preset, which runs every kernel on the CPU).")
+elseif(FA_REQUIRE_CUDA AND NOT FA_HAVE_CUDA)
   message(FATAL_ERROR "The cuda preset needs nvcc, the CUDA Toolkit's compiler, and no sanitizer. "
                       "Install the CUDA Toolkit (https://developer.nvidia.com/cuda-downloads) and make "
                       "sure nvcc is on PATH, or use the default preset, which runs every kernel on the CPU.")
 endif()
-message(STATUS "GPU path (nvcc): ${FA_HAVE_CUDA}")
+if(FA_CUDA)
+  message(STATUS "GPU path (nvcc): ${FA_HAVE_CUDA}")
+else()
+  message(STATUS "GPU path (nvcc): OFF (FA_CUDA=OFF)")
+endif()
