@@ -1,18 +1,24 @@
-// What the GPU benchmark programs (chNN_gpu_bench) share: device memory filled from host values,
-// and the median time of a launch measured with CUDA events. Host code for the host compiler,
-// included only where nvcc was found (the programs are built only there).
+// What the GPU benchmark programs (chNN_gpu_bench) share: the one-line refusal where the CUDA
+// runtime sees no GPU, device memory, inputs drawn on the GPU, and the median time of a launch
+// measured with CUDA events. Host code for the host compiler, included only where nvcc was found
+// (the programs are built only there; add_gpu_benchmark in cmake/GpuCheck.cmake); gpu_bench.cu
+// holds what runs on the device.
 //
-//   fa::bench::DeviceArray<float> Q(host_values);          cudaMalloc + cudaMemcpy
+//   if (const int status = fa::bench::no_gpu_status("ch05_gpu_bench")) return status;
+//   fa::bench::DeviceArray<float> Q(count);  fa::bench::fill_normal(Q, seed);   cudaMalloc, cuRAND
 //   double ms = fa::bench::median_ms([&] { launch(); }, warmup, runs);
 //
 // The launch must only put work on the default stream; median_ms records an event before and
 // after it, waits for the second, and reads the time between them (cudaEventElapsedTime, about
 // 0.5 microseconds of resolution). Every CUDA call is checked (common/cuda_check.h).
-// Source: CUDA C++ Programming Guide, "Events" (timing with cudaEventRecord/cudaEventElapsedTime).
+// Source: CUDA C++ Programming Guide, "Events" (timing with cudaEventRecord/cudaEventElapsedTime);
+// cuRAND Library, "Device API Overview" (Philox4_32_10, curand_normal4).
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include <cuda_runtime.h>
@@ -21,13 +27,21 @@
 
 namespace fa::bench {
 
+// The exit status of a benchmark that cannot measure on this machine: as a GPU test's (CTest's
+// SKIP_RETURN_CODE) and as scripts/gpu_check.sh reads a step's "skipped".
+inline constexpr int kNoGpuStatus = 77;
+
+// 0 where the CUDA runtime sees a GPU. Otherwise prints one line to stderr, "<program>: the CUDA
+// runtime sees no GPU (<the runtime's reason>) ...", and returns kNoGpuStatus, for main to return.
+int no_gpu_status(std::string_view program);
+
 // Device memory of `count` values of T, filled from host values or left uninitialised. (The
 // programs are compiled by the host compiler, so they use the CUDA runtime directly rather than
 // simt::DeviceBuffer, whose GPU version is for nvcc-compiled code.)
 template <class T>
 class DeviceArray {
  public:
-  explicit DeviceArray(std::size_t count) {
+  explicit DeviceArray(std::size_t count) : size_(count) {
     FA_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&data_), count * sizeof(T)));
   }
   explicit DeviceArray(const std::vector<T>& host) : DeviceArray(host.size()) {
@@ -37,10 +51,22 @@ class DeviceArray {
   DeviceArray& operator=(const DeviceArray&) = delete;
   ~DeviceArray() { cudaFree(data_); }
   T* data() const { return data_; }
+  std::size_t size() const { return size_; }
 
  private:
   T* data_ = nullptr;
+  std::size_t size_ = 0;
 };
+
+// The 16-bit floating-point formats a benchmark's inputs may come in.
+enum class Float16 { bf16, fp16 };
+
+// Fills every value of `values` with a normal(0, 1) draw made on the GPU, seeded: cuRAND's Philox
+// generator, four values per thread, so that a benchmark's inputs cost milliseconds (a CPU draw of
+// 10^9 values takes a minute). The 16-bit overload stores bf16 or fp16 bits, rounded to nearest.
+// Waits for the kernel; throws std::runtime_error on a CUDA error.
+void fill_normal(DeviceArray<float>& values, std::uint64_t seed);
+void fill_normal(DeviceArray<std::uint16_t>& values, Float16 format, std::uint64_t seed);
 
 // Median of `runs` timings of launch(), in milliseconds, after `warmup` untimed calls (and a
 // synchronisation, so that they are finished before the first timed one starts).

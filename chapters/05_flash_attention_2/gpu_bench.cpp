@@ -17,8 +17,13 @@
 // (standard attention for the naive kernels; FlashAttention-2 without L2 reuse, Br = 64, for the
 // flash one; non-causal rows only, since the model counts every tile).
 //
+// The inputs are drawn once, on the GPU (fa::bench::fill_normal), for the largest shape; a smaller
+// shape uses the beginning of each array. Where the CUDA runtime sees no GPU the program says so in
+// one line and exits with 77; --plan prints what it would measure and exits without a GPU.
+//
 //   ch05_gpu_bench                                    the GPU check's table (batch 4, heads 16)
 //   ch05_gpu_bench --seq 4096 --head-dim 64 --once    each kernel once, for a profiler (ncu)
+//   ch05_gpu_bench --plan                             the rows and the device memory, no GPU needed
 // Source: CUDA C++ Programming Guide, "Events" (cudaEventRecord, cudaEventElapsedTime) and
 // "Asynchronous Concurrent Execution".
 #include <algorithm>
@@ -31,6 +36,7 @@
 
 #include <cuda_runtime.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <CLI/CLI.hpp>
 
 #include "chapters/04_naive_attention/backends.h"
@@ -38,7 +44,6 @@
 #include "chapters/05_flash_attention_2/traffic_model.h"
 #include "common/cuda_check.h"  // after <cuda_runtime.h>
 #include "common/gpu_bench.h"
-#include "common/random.h"
 
 namespace {
 
@@ -136,7 +141,7 @@ int main(int argc, char** argv) {
   std::vector<int> head_dims{64, 128};
   int batch = 4, heads = 16, warmup = 3, runs = 20;
   double budget_ms = 1000;
-  bool once = false;
+  bool once = false, plan = false;
   app.add_option("--seq", seq_lens, "sequence lengths (queries = keys)")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
@@ -155,27 +160,38 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1.0, 1e7))
       ->capture_default_str();
   app.add_flag("--once", once, "launch each kernel once, untimed (for ncu), then stop");
+  app.add_flag("--plan", plan, "print the rows it would measure and the device memory, then stop (no GPU needed)");
+  app.footer("Exit status: 0 measured, 1 a CUDA or kernel error, 2 a bad flag, 77 no GPU seen.");
   CLI11_PARSE(app, argc, argv);
   if (static_cast<long long>(batch) * heads > 65535) {
     fmt::print(stderr, "error: --batch times --heads is {}; accepted: at most 65535 (the grid's y limit)\n",
                static_cast<long long>(batch) * heads);
     return 1;
   }
+  // One allocation of each tensor for the largest shape; a smaller shape uses the beginning of it
+  // ([batch * heads, N, d] row-major, so the first batch * heads * N * d values are a whole
+  // problem).
+  const std::size_t bh = static_cast<std::size_t>(batch) * heads;
+  const std::size_t max_n = static_cast<std::size_t>(*std::max_element(seq_lens.begin(), seq_lens.end()));
+  const std::size_t max_d = static_cast<std::size_t>(*std::max_element(head_dims.begin(), head_dims.end()));
+  const std::size_t qkv = bh * max_n * max_d;
+  const std::size_t floats = 4 * qkv + bh * max_n + 2 * bh * max_n * max_n;  // Q K V O, L, S P
+  const double gigabytes = static_cast<double>(floats) * sizeof(float) / 1e9;
+  if (plan) {
+    fmt::print(
+        "plan: {} rows (naive and flash-attention-2, seq_len {}, head_dim {}, causal no and yes){}; "
+        "{:.1f} GB of device memory\n",
+        2 * seq_lens.size() * head_dims.size() * 2, fmt::join(seq_lens, " "), fmt::join(head_dims, " "),
+        once ? ", each kernel launched once" : "", gigabytes);
+    return 0;
+  }
+  if (const int status = fa::bench::no_gpu_status("ch05_gpu_bench")) return status;
 
   try {
     int device = 0;
     cudaDeviceProp prop{};
     FA_CUDA_CHECK(cudaGetDevice(&device));
     FA_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
-    // One allocation of each tensor for the largest shape; a smaller shape uses the beginning of it
-    // ([batch * heads, N, d] row-major, so the first batch * heads * N * d values are a whole
-    // problem). The inputs are drawn once.
-    const std::size_t bh = static_cast<std::size_t>(batch) * heads;
-    const std::size_t max_n = static_cast<std::size_t>(*std::max_element(seq_lens.begin(), seq_lens.end()));
-    const std::size_t max_d = static_cast<std::size_t>(*std::max_element(head_dims.begin(), head_dims.end()));
-    const std::size_t qkv = bh * max_n * max_d;
-    const std::size_t floats = 4 * qkv + bh * max_n + 2 * bh * max_n * max_n;  // Q K V O, L, S P
-    const double gigabytes = static_cast<double>(floats) * sizeof(float) / 1e9;
     if (!once) {
       fmt::print(
           "device: {}; batch {}, heads {}, float32; median of up to {} runs after {} warm-up "
@@ -186,7 +202,10 @@ int main(int argc, char** argv) {
       fmt::print("|---|---|---|---|---|---|---|---|\n");
       std::fflush(stdout);
     }
-    const DeviceArray Q(fa::normal<float>(qkv, 1)), K(fa::normal<float>(qkv, 2)), V(fa::normal<float>(qkv, 3));
+    DeviceArray Q(qkv), K(qkv), V(qkv);
+    fa::bench::fill_normal(Q, 1);
+    fa::bench::fill_normal(K, 2);
+    fa::bench::fill_normal(V, 3);
     const DeviceArray O(qkv), L(bh * max_n), S(bh * max_n * max_n), P(bh * max_n * max_n);
 
     for (int n : seq_lens) {

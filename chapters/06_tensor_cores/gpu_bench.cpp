@@ -6,10 +6,14 @@
 // 4 * batch * heads * N^2 * d floating-point operations (two matrix products of 2 N^2 d each),
 // halved when causal (the work a causal kernel has to do; it skips the masked tiles). Only the
 // kernel is inside the timed region: the shared-memory allowance is set before (prepare), and the
-// launch puts the kernel on the stream without a host synchronisation (enqueue).
+// launch puts the kernel on the stream without a host synchronisation (enqueue). The inputs are
+// drawn once per element type, on the GPU (fa::bench::fill_normal), for the largest shape; a smaller
+// shape uses the beginning of each array. Where the CUDA runtime sees no GPU the program says so in
+// one line and exits with 77; --plan prints what it would measure and exits without a GPU.
 //
 //   ch06_gpu_bench --batch 4 --heads 16 --seq 1024 4096 8192 --head-dim 64 128 --dtype bf16 fp16
 //   ch06_gpu_bench --seq 4096 --head-dim 128 --dtype bf16 --once    each kernel once, for ncu
+//   ch06_gpu_bench --plan                                           the rows, no GPU needed
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -20,22 +24,12 @@
 
 #include <cuda_runtime.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <CLI/CLI.hpp>
 
 #include "chapters/06_tensor_cores/tensor_cores.h"
 #include "common/cuda_check.h"  // after <cuda_runtime.h>
 #include "common/gpu_bench.h"
-#include "common/random.h"
-
-namespace {
-
-// n normal(0, 1) values as element bits.
-std::vector<std::uint16_t> element_bits(std::size_t n, std::uint64_t seed, ch06::ElementType element) {
-  return ch06::to_element_bits(fa::Tensor4<float>(fa::Shape4{1, 1, 1, n}, fa::normal<float>(n, seed)), element,
-                               "input");
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"FlashAttention-2 on tensor cores (chapter 06), timed with CUDA events."};
@@ -44,7 +38,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> dtypes{"bf16", "fp16"};
   int batch = 4, heads = 16, warmup = 3, runs = 20;
   std::string tile_text = ch06::tile_name(ch06::Options{}.tile);
-  bool once = false;
+  bool once = false, plan = false;
   app.add_option("--seq", seq_lens, "sequence lengths (queries = keys)")->check(CLI::PositiveNumber);
   app.add_option("--head-dim", head_dims, "head dims (64 or 128)");
   app.add_option("--dtype", dtypes, "element types")->check(CLI::IsMember({"bf16", "fp16"}));
@@ -54,6 +48,8 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", warmup, "untimed launches first")->check(CLI::NonNegativeNumber);
   app.add_option("--runs", runs, "timed launches (the median is reported)")->check(CLI::PositiveNumber);
   app.add_flag("--once", once, "launch each kernel once, untimed (for ncu), then stop");
+  app.add_flag("--plan", plan, "print the rows it would measure and the device memory, then stop (no GPU needed)");
+  app.footer("Exit status: 0 measured, 1 a CUDA or kernel error or a bad value, 2 a bad flag, 77 no GPU seen.");
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -68,6 +64,22 @@ int main(int argc, char** argv) {
         throw std::invalid_argument(fmt::format("--head-dim {}: the kernel is compiled for 64 and 128", d));
       }
     }
+    // One allocation of each tensor for the largest shape ([batch * heads, N, d] row-major: the first
+    // batch * heads * N * d values are a whole problem).
+    const std::size_t bh = static_cast<std::size_t>(batch) * heads;
+    const std::size_t qkv = bh * static_cast<std::size_t>(*std::max_element(seq_lens.begin(), seq_lens.end())) *
+                            static_cast<std::size_t>(*std::max_element(head_dims.begin(), head_dims.end()));
+    const std::size_t rows = bh * static_cast<std::size_t>(*std::max_element(seq_lens.begin(), seq_lens.end()));
+    if (plan) {
+      fmt::print(
+          "plan: {} rows (dtype {}, seq_len {}, head_dim {}, causal no and yes), tile {}{}; {:.1f} GB of "
+          "device memory\n",
+          dtypes.size() * seq_lens.size() * head_dims.size() * 2, fmt::join(dtypes, " "), fmt::join(seq_lens, " "),
+          fmt::join(head_dims, " "), tile_text, once ? ", each kernel launched once" : "",
+          static_cast<double>(4 * qkv * 2 + rows * 4) / 1e9);
+      return 0;
+    }
+    if (const int status = fa::bench::no_gpu_status("ch06_gpu_bench")) return status;
     int device = 0;
     cudaDeviceProp prop{};
     FA_CUDA_CHECK(cudaGetDevice(&device));
@@ -78,14 +90,17 @@ int main(int argc, char** argv) {
       fmt::print("| kernel | dtype | seq_len | head_dim | causal | median ms | TFLOP/s |\n");
       fmt::print("|---|---|---|---|---|---|---|\n");
     }
+    fa::bench::DeviceArray<std::uint16_t> Q(qkv), K(qkv), V(qkv);
+    const fa::bench::DeviceArray<std::uint16_t> O(qkv);
+    const fa::bench::DeviceArray<float> L(rows);
     for (const std::string& dtype : dtypes) {
       const ch06::ElementType element = ch06::parse_element_type(dtype);
+      const auto format = element == ch06::ElementType::bf16 ? fa::bench::Float16::bf16 : fa::bench::Float16::fp16;
+      fa::bench::fill_normal(Q, format, 1);
+      fa::bench::fill_normal(K, format, 2);
+      fa::bench::fill_normal(V, format, 3);
       for (int n : seq_lens) {
         for (int d : head_dims) {
-          const std::size_t qkv = static_cast<std::size_t>(batch) * heads * n * d;
-          const fa::bench::DeviceArray<std::uint16_t> Q(element_bits(qkv, 1, element)),
-              K(element_bits(qkv, 2, element)), V(element_bits(qkv, 3, element)), O(qkv);
-          const fa::bench::DeviceArray<float> L(static_cast<std::size_t>(batch) * heads * n);
           for (bool causal : {false, true}) {
             const ch06::DeviceProblem problem{
                 {batch * heads, n, n, d, 1.0f / std::sqrt(static_cast<float>(d)), causal}, tile, element};

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/device_problem.h"
+#include "common/simt/launch_mode.h"
 
 namespace ch07 {
 
@@ -42,11 +43,14 @@ struct BackwardRun {
 //                    and dQ = 0 for the atomic method), the dK, dV kernel, and with
 //                    problem.deterministic the dQ kernel. head_dim must be a compiled one (the host
 //                    API checks). Q, O, dO, dQ: [batch_heads, seq_len_q, head_dim]; K, V, dK, dV:
-//                    [batch_heads, seq_len_k, head_dim]; L, D: [batch_heads, seq_len_q].
+//                    [batch_heads, seq_len_k, head_dim]; L, D: [batch_heads, seq_len_q]. Each launch
+//                    waits for its kernel unless `mode` is asynchronous (on the GPU: the launches
+//                    are queued in order and the call returns; common/simt/launch_mode.h).
 //   run_backward:    host data in, host data out (copies, NaN-poisons dQ, dK, dV and D, launches).
 namespace cpu {  // always built
 void launch_backward(const float* Q, const float* K, const float* V, const float* O, const float* L, const float* dO,
-                     float* D, float* dQ, float* dK, float* dV, const DeviceProblem& problem);
+                     float* D, float* dQ, float* dK, float* dV, const DeviceProblem& problem,
+                     simt::LaunchMode mode = simt::LaunchMode::synchronous);
 BackwardRun run_backward(std::span<const float> Q, std::span<const float> K, std::span<const float> V,
                          std::span<const float> O, std::span<const float> L, std::span<const float> dO,
                          const DeviceProblem& problem);
@@ -54,7 +58,8 @@ BackwardRun run_backward(std::span<const float> Q, std::span<const float> K, std
 
 namespace gpu {  // built where nvcc was found (FA_HAVE_CUDA); device pointers for launch_backward
 void launch_backward(const float* Q, const float* K, const float* V, const float* O, const float* L, const float* dO,
-                     float* D, float* dQ, float* dK, float* dV, const DeviceProblem& problem);
+                     float* D, float* dQ, float* dK, float* dV, const DeviceProblem& problem,
+                     simt::LaunchMode mode = simt::LaunchMode::synchronous);
 BackwardRun run_backward(std::span<const float> Q, std::span<const float> K, std::span<const float> V,
                          std::span<const float> O, std::span<const float> L, std::span<const float> dO,
                          const DeviceProblem& problem);

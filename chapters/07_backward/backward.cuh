@@ -323,17 +323,18 @@ __global__ void dq_kernel(const float* __restrict__ Q, const float* __restrict__
   }
 }
 
-// The three launches for one head dim; throws what simt::launch throws.
+// The three launches for one head dim, each waiting for its kernel or not as `mode` says; throws
+// what simt::launch throws.
 template <int HEAD_DIM>
 void launch_head_dim(const float* Q, const float* K, const float* V, const float* O, const float* L, const float* dO,
-                     float* D, float* dQ, float* dK, float* dV, const DeviceProblem& p) {
+                     float* D, float* dQ, float* dK, float* dV, const DeviceProblem& p, simt::LaunchMode mode) {
   constexpr TileShape tile = tile_for_head_dim(HEAD_DIM);
   constexpr int Br = tile.Br, Bc = tile.Bc;
   const unsigned heads = static_cast<unsigned>(p.batch_heads);
 
   constexpr auto preprocess = preprocess_kernel<HEAD_DIM>;
   simt::launch<preprocess>(
-      dim3(static_cast<unsigned>((p.seq_len_q + kPreprocessThreads - 1) / kPreprocessThreads), heads),
+      mode, dim3(static_cast<unsigned>((p.seq_len_q + kPreprocessThreads - 1) / kPreprocessThreads), heads),
       dim3(kPreprocessThreads), 0, O, dO, D, dQ, p.seq_len_q, !p.deterministic);
 
   const std::size_t dk_dv_bytes = dk_dv_shared_floats(HEAD_DIM, Br, Bc) * sizeof(float);
@@ -341,31 +342,31 @@ void launch_head_dim(const float* Q, const float* K, const float* V, const float
   if (p.deterministic) {
     constexpr auto kernel = dk_dv_kernel<HEAD_DIM, Br, Bc, false>;
     simt::set_max_dynamic_shared_bytes<kernel>(dk_dv_bytes);  // above 48 KiB a GPU needs the opt-in
-    simt::launch<kernel>(key_grid, dim3(Bc * kThreadsPerRow), dk_dv_bytes, Q, K, V, L, dO, static_cast<const float*>(D),
-                         dQ, dK, dV, p.seq_len_q, p.seq_len_k, p.scale, p.causal);
+    simt::launch<kernel>(mode, key_grid, dim3(Bc * kThreadsPerRow), dk_dv_bytes, Q, K, V, L, dO,
+                         static_cast<const float*>(D), dQ, dK, dV, p.seq_len_q, p.seq_len_k, p.scale, p.causal);
     constexpr auto dq = dq_kernel<HEAD_DIM, Br, Bc>;
     const std::size_t dq_bytes = dq_shared_floats(HEAD_DIM, Br, Bc) * sizeof(float);
     simt::set_max_dynamic_shared_bytes<dq>(dq_bytes);
-    simt::launch<dq>(dim3(static_cast<unsigned>((p.seq_len_q + Br - 1) / Br), heads), dim3(Br * kThreadsPerRow),
+    simt::launch<dq>(mode, dim3(static_cast<unsigned>((p.seq_len_q + Br - 1) / Br), heads), dim3(Br * kThreadsPerRow),
                      dq_bytes, Q, K, V, L, dO, static_cast<const float*>(D), dQ, p.seq_len_q, p.seq_len_k, p.scale,
                      p.causal);
   } else {
     constexpr auto kernel = dk_dv_kernel<HEAD_DIM, Br, Bc, true>;
     simt::set_max_dynamic_shared_bytes<kernel>(dk_dv_bytes);
-    simt::launch<kernel>(key_grid, dim3(Bc * kThreadsPerRow), dk_dv_bytes, Q, K, V, L, dO, static_cast<const float*>(D),
-                         dQ, dK, dV, p.seq_len_q, p.seq_len_k, p.scale, p.causal);
+    simt::launch<kernel>(mode, key_grid, dim3(Bc * kThreadsPerRow), dk_dv_bytes, Q, K, V, L, dO,
+                         static_cast<const float*>(D), dQ, dK, dV, p.seq_len_q, p.seq_len_k, p.scale, p.causal);
   }
 }
 
 void launch_backward(const float* Q, const float* K, const float* V, const float* O, const float* L, const float* dO,
-                     float* D, float* dQ, float* dK, float* dV, const DeviceProblem& problem) {
+                     float* D, float* dQ, float* dK, float* dV, const DeviceProblem& problem, simt::LaunchMode mode) {
   switch (problem.head_dim) {
     case 32:
-      return launch_head_dim<32>(Q, K, V, O, L, dO, D, dQ, dK, dV, problem);
+      return launch_head_dim<32>(Q, K, V, O, L, dO, D, dQ, dK, dV, problem, mode);
     case 64:
-      return launch_head_dim<64>(Q, K, V, O, L, dO, D, dQ, dK, dV, problem);
+      return launch_head_dim<64>(Q, K, V, O, L, dO, D, dQ, dK, dV, problem, mode);
     case 128:
-      return launch_head_dim<128>(Q, K, V, O, L, dO, D, dQ, dK, dV, problem);
+      return launch_head_dim<128>(Q, K, V, O, L, dO, D, dQ, dK, dV, problem, mode);
     default:
       throw std::invalid_argument("attention backward: head_dim not compiled (see ch07::kHeadDims)");
   }

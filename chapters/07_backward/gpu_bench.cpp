@@ -5,11 +5,16 @@
 // time of --runs passes after --warmup passes, and TFLOP/s counted as FlashAttention's benchmarks
 // count the backward pass: 2.5 times the forward's 4 * batch * heads * N^2 * d (five matrix
 // products of 2 N^2 d against the forward's two), halved when causal. Only the backward kernels are
-// inside the timed region (the preprocessing, the dK, dV kernel and, deterministic, the dq kernel);
-// chapter 05's forward runs once before, untimed, to give O and L.
+// inside the timed region (the preprocessing, the dK, dV kernel and, deterministic, the dq kernel),
+// launched without a host synchronisation between them (simt::LaunchMode::asynchronous); chapter
+// 05's forward runs once before, untimed, to give O and L. The inputs are drawn once, on the GPU
+// (fa::bench::fill_normal), for the largest shape; a smaller shape uses the beginning of each array.
+// Where the CUDA runtime sees no GPU the program says so in one line and exits with 77; --plan
+// prints what it would measure and exits without a GPU.
 //
 //   ch07_gpu_bench --batch 4 --heads 16 --seq 1024 4096 --head-dim 64 128 --runs 10 --warmup 2
 //   ch07_gpu_bench --seq 4096 --head-dim 64 --once        each pass once, untimed (for ncu)
+//   ch07_gpu_bench --plan                                 the rows, no GPU needed
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -18,13 +23,13 @@
 
 #include <cuda_runtime.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <CLI/CLI.hpp>
 
 #include "chapters/05_flash_attention_2/backends.h"
 #include "chapters/07_backward/backends.h"
 #include "common/cuda_check.h"  // after <cuda_runtime.h>
 #include "common/gpu_bench.h"
-#include "common/random.h"
 
 namespace {
 
@@ -44,7 +49,7 @@ int main(int argc, char** argv) {
   std::vector<int> seq_lens{1024, 4096};
   std::vector<int> head_dims{64, 128};
   int batch = 4, heads = 16, warmup = 2, runs = 10;
-  bool once = false;
+  bool once = false, plan = false;
   app.add_option("--seq", seq_lens, "sequence lengths (queries = keys)")->check(CLI::PositiveNumber);
   app.add_option("--head-dim", head_dims, "head dims (32, 64 or 128)")
       ->check(CLI::IsMember(std::vector<int>{32, 64, 128}));
@@ -53,7 +58,25 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", warmup, "untimed passes first")->check(CLI::NonNegativeNumber);
   app.add_option("--runs", runs, "timed passes (the median is reported)")->check(CLI::PositiveNumber);
   app.add_flag("--once", once, "run each pass once, untimed (for ncu), then stop");
+  app.add_flag("--plan", plan, "print the rows it would measure and the device memory, then stop (no GPU needed)");
+  app.footer("Exit status: 0 measured, 1 a CUDA or kernel error, 2 a bad flag, 77 no GPU seen.");
   CLI11_PARSE(app, argc, argv);
+
+  // One allocation of each tensor for the largest shape ([batch * heads, N, d] row-major: the first
+  // batch * heads * N * d values are a whole problem).
+  const std::size_t max_n = static_cast<std::size_t>(*std::max_element(seq_lens.begin(), seq_lens.end()));
+  const std::size_t max_d = static_cast<std::size_t>(*std::max_element(head_dims.begin(), head_dims.end()));
+  const std::size_t rows = static_cast<std::size_t>(batch) * heads * max_n;
+  const std::size_t qkv = rows * max_d;
+  if (plan) {
+    fmt::print(
+        "plan: {} rows (atomic and deterministic dQ, seq_len {}, head_dim {}, causal no and yes){}; {:.1f} GB "
+        "of device memory\n",
+        2 * seq_lens.size() * head_dims.size() * 2, fmt::join(seq_lens, " "), fmt::join(head_dims, " "),
+        once ? ", each pass once" : "", static_cast<double>((8 * qkv + 2 * rows) * sizeof(float)) / 1e9);
+    return 0;
+  }
+  if (const int status = fa::bench::no_gpu_status("ch07_gpu_bench")) return status;
 
   try {
     int device = 0;
@@ -68,12 +91,14 @@ int main(int argc, char** argv) {
       fmt::print("| kernel | seq_len | head_dim | causal | median ms | TFLOP/s |\n");
       fmt::print("|---|---|---|---|---|---|\n");
     }
+    DeviceArray Q(qkv), K(qkv), V(qkv), dO(qkv);
+    fa::bench::fill_normal(Q, 1);
+    fa::bench::fill_normal(K, 2);
+    fa::bench::fill_normal(V, 3);
+    fa::bench::fill_normal(dO, 4);
+    const DeviceArray O(qkv), L(rows), D(rows), dQ(qkv), dK(qkv), dV(qkv);
     for (int n : seq_lens) {
       for (int d : head_dims) {
-        const std::size_t qkv = static_cast<std::size_t>(batch) * heads * n * d;
-        const std::size_t rows = static_cast<std::size_t>(batch) * heads * n;
-        const DeviceArray Q(fa::normal<float>(qkv, 1)), K(fa::normal<float>(qkv, 2)), V(fa::normal<float>(qkv, 3)),
-            dO(fa::normal<float>(qkv, 4)), O(qkv), L(rows), D(rows), dQ(qkv), dK(qkv), dV(qkv);
         for (bool causal : {false, true}) {
           const float scale = 1.0f / std::sqrt(static_cast<float>(d));
           const fa::DeviceProblem common{batch * heads, n, n, d, scale, causal};
@@ -81,9 +106,10 @@ int main(int argc, char** argv) {
           ch05::gpu::launch_flash_attention_2(Q.data(), K.data(), V.data(), O.data(), L.data(), forward);
           for (bool deterministic : {false, true}) {
             const ch07::DeviceProblem problem{common, deterministic};
+            const auto mode = once ? simt::LaunchMode::synchronous : simt::LaunchMode::asynchronous;
             auto pass = [&] {
               ch07::gpu::launch_backward(Q.data(), K.data(), V.data(), O.data(), L.data(), dO.data(), D.data(),
-                                         dQ.data(), dK.data(), dV.data(), problem);
+                                         dQ.data(), dK.data(), dV.data(), problem, mode);
             };
             if (once) {
               pass();
