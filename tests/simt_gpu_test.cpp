@@ -14,6 +14,7 @@ using simt_test::same_bits;
 
 namespace simt_test::gpu {  // simt_gpu_runs.cu
 bool poisons();
+bool poisons_fresh_buffers();
 std::vector<float> fresh_buffer(std::size_t count);
 }  // namespace simt_test::gpu
 
@@ -50,6 +51,10 @@ TEST_CASE("on the GPU unwritten dynamic shared memory and a fresh DeviceBuffer r
   for (std::size_t i = 0; i < unwritten.size(); ++i) {
     INFO("thread " << i << " found " << unwritten[i]);
     REQUIRE(std::isnan(unwritten[i]));
+  }
+  if (!simt_test::gpu::poisons_fresh_buffers()) {
+    WARN("SIMT_POISON=0 in the environment: fresh DeviceBuffers are not filled in this run");
+    return;
   }
   for (float x : simt_test::gpu::fresh_buffer(1000)) REQUIRE(std::isnan(x));
 }

@@ -27,8 +27,10 @@
 //                           SIMT_DYNAMIC_SHARED must come once per kernel, at its top, before any
 //                           return and outside any branch, where every thread of the block reaches
 //                           it (as the chapters' kernels have it), never in a __device__ helper.
-// The fill costs one pass of 16-byte stores over the block's dynamic shared memory per block;
-// compute-sanitizer's initcheck sees poisoned buffers as written.
+// The fill costs one pass of 16-byte stores over the block's dynamic shared memory per block.
+// compute-sanitizer's initcheck sees poisoned buffers as written, so SIMT_POISON=0 in the
+// environment turns the DeviceBuffer fill off at run time (scripts/gpu_check.sh does for initcheck,
+// which tracks global memory only: the shared-memory fill stays).
 // Source: CUDA Runtime API, cudaMemset, cudaFuncSetAttribute; PTX ISA, "Special Registers:
 // %dynamic_smem_size"; CUDA C++ Programming Guide, "__syncthreads()".
 #pragma once
@@ -37,9 +39,11 @@
 
 #include <atomic>
 #include <cstddef>
+#include <cstdlib>
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -83,6 +87,16 @@ __device__ __forceinline__ unsigned char* prepared_dynamic_shared(unsigned char*
   __syncthreads();
 #endif
   return base;
+}
+
+// Whether a fresh DeviceBuffer is filled: under SIMT_POISON, unless the environment says
+// SIMT_POISON=0 (read once).
+inline bool poison_device_memory() {
+  static const bool on = [] {
+    const char* value = std::getenv("SIMT_POISON");
+    return SIMT_POISON != 0 && (value == nullptr || std::string_view(value) != "0");
+  }();
+  return on;
 }
 
 // The size set_max_dynamic_shared_bytes last gave each kernel (0: never), so that it calls the
@@ -155,12 +169,11 @@ class DeviceBuffer {
   static_assert(std::is_trivially_copyable_v<T>, "device memory holds trivially copyable values");
 
  public:
-  // `count` elements; under SIMT_POISON filled with 0xff bytes (NaN for float), as on the CPU.
+  // `count` elements; under SIMT_POISON filled with 0xff bytes (NaN for float), as on the CPU,
+  // unless SIMT_POISON=0 is in the environment (detail::poison_device_memory).
   explicit DeviceBuffer(std::size_t count) : size_(count) {
     FA_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&data_), count * sizeof(T)));
-#if SIMT_POISON
-    FA_CUDA_CHECK(cudaMemset(data_, 0xff, count * sizeof(T)));
-#endif
+    if (detail::poison_device_memory()) FA_CUDA_CHECK(cudaMemset(data_, 0xff, count * sizeof(T)));
   }
   explicit DeviceBuffer(std::span<const T> host) : DeviceBuffer(host.size()) { copy_from_host(host); }
   DeviceBuffer(DeviceBuffer&& other) noexcept
