@@ -15,13 +15,15 @@ function(add_chapter_program chapter program)
 endfunction()
 
 # add_chapter_test(<chapter target> <test executable> LABELS <labels...> SOURCES <sources...>
-#                  [LIBRARIES <libs...>] [GPU])
+#                  [LIBRARIES <libs...>] [GPU [SANITIZER]])
 #   Builds a Catch2 test executable, registers it with CTest under the given labels and attaches
 #   it to the chapter target. GPU tests are compiled with FA_TEST_ON_GPU=1 and exit with 77 when no
 #   device is present, which CTest reports as SKIPPED (never as a pass); a program whose test cases
-#   are all left out fails (Catch2's --warn NoTests).
+#   are all left out fails (Catch2's --warn NoTests). The GPU check (cmake/GpuCheck.cmake) builds and
+#   runs every GPU test, and runs the test cases tagged [sanitizer] of each SANITIZER one under
+#   compute-sanitizer; <name>_sanitizer_subset checks on every machine that it has some.
 function(add_chapter_test chapter name)
-  cmake_parse_arguments(ARG "GPU" "" "LABELS;SOURCES;LIBRARIES" ${ARGN})
+  cmake_parse_arguments(ARG "GPU;SANITIZER" "" "LABELS;SOURCES;LIBRARIES" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   if(ARG_GPU)
     # FA_TEST_ON_GPU: the one name for "this test runs its kernels on the GPU" (tests/main.cpp
@@ -37,6 +39,18 @@ function(add_chapter_test chapter name)
   if(ARG_GPU)
     list(APPEND labels gpu)
     set_tests_properties(${name} PROPERTIES SKIP_RETURN_CODE 77)
+    set_property(GLOBAL APPEND PROPERTY FA_GPU_TESTS ${name})
+  endif()
+  if(ARG_SANITIZER)
+    if(NOT ARG_GPU)
+      message(FATAL_ERROR "add_chapter_test(${name}): SANITIZER applies to GPU tests only")
+    endif()
+    set_property(GLOBAL APPEND PROPERTY FA_GPU_SANITIZER_TESTS ${name})
+    # Listing the test cases needs no GPU (tests/main.cpp), so this runs on every machine.
+    add_test(NAME ${name}_sanitizer_subset
+             COMMAND ${CMAKE_COMMAND} -DTEST_BINARY=$<TARGET_FILE:${name}> "-DFILTER=${FA_SANITIZER_FILTER}"
+                     -P ${PROJECT_SOURCE_DIR}/tests/sanitizer_subset.cmake)
+    set_tests_properties(${name}_sanitizer_subset PROPERTIES LABELS "${ARG_LABELS};common")
   endif()
   set_tests_properties(${name} PROPERTIES LABELS "${labels}")
   if(NOT TARGET ${chapter})

@@ -26,6 +26,16 @@ endmacro()
 set(BENCHMARK_ENABLE_TESTING OFF CACHE BOOL "" FORCE)  # for a fetched Google Benchmark
 set(CATCH_INSTALL_DOCS OFF CACHE BOOL "" FORCE)
 fa_require(fmt       libfmt-dev       https://github.com/fmtlib/fmt.git              10.2.1)
+# fmt as the project links it (fa_fmt): the compiled library, or with FA_FMT_HEADER_ONLY its headers
+# alone, so that no libfmt is needed at run time (scripts/gpu_check.sh, with the libraries it carries
+# to a machine that has none, uses that).
+option(FA_FMT_HEADER_ONLY "Use fmt from its headers alone (no libfmt at run time)" OFF)
+add_library(fa_fmt INTERFACE)
+if(FA_FMT_HEADER_ONLY)
+  target_link_libraries(fa_fmt INTERFACE fmt::fmt-header-only)
+else()
+  target_link_libraries(fa_fmt INTERFACE fmt::fmt)
+endif()
 fa_require(CLI11     libcli11-dev     https://github.com/CLIUtils/CLI11.git          v2.4.2)
 fa_require(Catch2    catch2           https://github.com/catchorg/Catch2.git         v3.5.4)
 fa_require(benchmark libbenchmark-dev https://github.com/google/benchmark.git        v1.8.3)

@@ -20,12 +20,23 @@ parameter list and spaces taken out ("ch05::flash_attention_2_kernel<64,64,64>")
 nothing, by the bare function name when each side has exactly one kernel of that name.
 
   ncu_profile_table.py --program ch05_flash_attention_2 --simt profile.json --ncu counts.csv [--header]
+  ncu_profile_table.py --run --logs DIR --shape "--seq-q 256 ..." -- PROGRAM...
+      for each PROGRAM whose --help offers --profile-json: the CPU profile (--device cpu SHAPE
+      --profile-json), Nsight Compute on the GPU run (--device gpu SHAPE; ncu_run.py), and their
+      rows, under one head; a paragraph names the programs left out and why
+  ncu_profile_table.py --run --plan ...   which programs it would profile; no GPU, no ncu
+Exit status: 0 the table; 77 ncu not installed or no counters here (the reason on stderr); 1 failed.
 """
 import argparse
 import csv
 import json
+import os
 import re
+import shlex
+import subprocess
 import sys
+
+import ncu_run
 
 ACCESSES = [("global_load", "global load", "global", "ld"), ("global_store", "global store", "global", "st"),
             ("shared_load", "shared load", "shared", "ld"), ("shared_store", "shared store", "shared", "st")]
@@ -133,28 +144,65 @@ def count(x):
     return f"{x:,.0f}" if abs(x - round(x)) < 1e-6 or abs(x) >= 100 else f"{x:,.2f}"
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--program", help="the program both profiles come from (first column)")
-    ap.add_argument("--simt", help="the CPU run's --profile-json file")
-    ap.add_argument("--ncu", help="Nsight Compute's --csv output of the GPU run")
-    ap.add_argument("--header", action="store_true", help="print the table's head first")
-    ap.add_argument("--metrics", action="store_true", help="print the ncu --metrics list and stop")
-    args = ap.parse_args()
-    if args.metrics:
-        print(",".join(ALL_METRICS))
+HEAD = ("| program | kernel | access | launches simt / GPU | instructions simt / GPU | "
+        "sectors or wavefronts simt / GPU | bank conflicts simt / GPU |\n|---|---|---|---|---|---|---|")
+
+
+def run_programs(programs, shape, logs, plan):
+    """--run: profiles each program that offers --profile-json on both sides; prints the table."""
+    chosen, left_out = [], []
+    for program in programs:
+        name = os.path.basename(program)
+        try:
+            help_text = subprocess.run([program, "--help"], capture_output=True, text=True, timeout=60).stdout
+        except (OSError, subprocess.TimeoutExpired) as e:
+            sys.exit(f"ncu_profile_table: {name} --help failed: {e}")
+        (chosen if "--profile-json" in help_text else left_out).append(program)
+    if not chosen:
+        sys.exit("ncu_profile_table: no program offers --profile-json")
+    names = ", ".join(os.path.basename(p) for p in chosen)
+    if plan:
+        print(f"plan: simt's profile and ncu's counts of {names}, {shape}")
         return 0
-    if not (args.program and args.simt and args.ncu):
-        ap.error("--program, --simt and --ncu are required (or --metrics alone)")
+    metrics = ",".join(ALL_METRICS)
+    print(f"The same program and shape (`{shape}`), profiled by simt on the CPU (`--device cpu --profile-json`) and "
+          "by Nsight Compute on the GPU (`--device gpu`); counts per launch, simt / GPU. nvcc may load wider words "
+          "or keep values in registers where the host compiler does not, so instructions may differ where sectors "
+          "and wavefronts agree." + (f" Not profiled (no --profile-json): "
+                                      f"{', '.join(os.path.basename(p) for p in left_out)}." if left_out else ""))
+    print()
+    print(HEAD, flush=True)
+    for program in chosen:
+        name = os.path.basename(program)
+        json_path = os.path.join(logs, f"profile-{name}.json")
+        with open(os.path.join(logs, f"profile-{name}.log"), "w") as out:
+            status = subprocess.run([program, "--device", "cpu"] + shlex.split(shape) + ["--profile-json", json_path],
+                                    stdout=out, stderr=subprocess.STDOUT).returncode
+        if status != 0:
+            sys.exit(f"ncu_profile_table: the CPU profile of {name} failed (exit {status}, profile-{name}.log)")
+        csv_path = os.path.join(logs, f"ncu-counts-{name}.csv")
+        try:
+            ncu_run.run_ncu(metrics, [program, "--device", "gpu"] + shlex.split(shape), csv_path,
+                            os.path.join(logs, f"ncu-counts-{name}.log"))
+        except ncu_run.NotMeasurable as e:
+            print(f"ncu_profile_table: {e}", file=sys.stderr)
+            return ncu_run.SKIP_STATUS
+        except ncu_run.NcuFailed as e:
+            sys.exit(f"ncu_profile_table: {name}: {e}")
+        status = table(name, json_path, csv_path)
+        if status != 0:
+            return status
+        sys.stdout.flush()
+    return 0
+
+
+def table(program, simt_path, ncu_path):
+    """The rows of one program; 1 when no kernel of simt's profile is among ncu's."""
     try:
-        simt = read_simt(args.simt)
-        gpu = read_ncu(args.ncu)
+        simt = read_simt(simt_path)
+        gpu = read_ncu(ncu_path)
     except (OSError, ValueError, KeyError) as e:
         sys.exit(f"ncu_profile_table: {e}")
-    if args.header:
-        print("| program | kernel | access | launches simt / GPU | instructions simt / GPU | "
-              "sectors or wavefronts simt / GPU | bank conflicts simt / GPU |")
-        print("|---|---|---|---|---|---|---|")
     matched = 0
     for name, s, g in pair(simt, gpu):
         s_launches = max(int(s.get("launches", 1)), 1)
@@ -174,12 +222,41 @@ def main():
                 f"{count(per(counts.get('bank_conflicts'), s_launches))} / "
                 f"{count(per(g.get(conflict_m), g_launches)) if g else '-'}",
             ]
-            print(f"| {args.program} | {full_key(name)} | {label} | " + " | ".join(cells) + " |")
+            print(f"| {program} | {full_key(name)} | {label} | " + " | ".join(cells) + " |")
     if matched == 0:
-        print(f"ncu_profile_table: no kernel of {args.simt} was found in {args.ncu} "
+        print(f"ncu_profile_table: no kernel of {simt_path} was found in {ncu_path} "
               f"(simt: {', '.join(simt) or 'none'}; ncu: {', '.join(gpu) or 'none'})", file=sys.stderr)
         return 1
     return 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--run", action="store_true", help="profile the programs after -- (see above)")
+    ap.add_argument("--logs", help="with --run: where the profiles, CSVs and messages go")
+    ap.add_argument("--shape", default="--batch 1 --heads 2 --seq-q 256 --seq-k 256 --head-dim 64",
+                    help="with --run: the flags of the shape both sides run")
+    ap.add_argument("--plan", action="store_true", help="with --run: say what it would profile, measure nothing")
+    ap.add_argument("--program", help="the program both profiles come from (first column)")
+    ap.add_argument("--simt", help="the CPU run's --profile-json file")
+    ap.add_argument("--ncu", help="Nsight Compute's --csv output of the GPU run")
+    ap.add_argument("--header", action="store_true", help="print the table's head first")
+    ap.add_argument("--metrics", action="store_true", help="print the ncu --metrics list and stop")
+    argv = sys.argv[1:]
+    programs = argv[argv.index("--") + 1:] if "--" in argv else []
+    args = ap.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
+    if args.metrics:
+        print(",".join(ALL_METRICS))
+        return 0
+    if args.run:
+        if not programs or not args.logs:
+            ap.error("--run needs --logs and the programs after --")
+        return run_programs(programs, args.shape, args.logs, args.plan)
+    if not (args.program and args.simt and args.ncu):
+        ap.error("--program, --simt and --ncu are required (or --metrics alone, or --run)")
+    if args.header:
+        print(HEAD)
+    return table(args.program, args.simt, args.ncu)
 
 
 if __name__ == "__main__":

@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """torch.nn.functional.scaled_dot_product_attention beside the chapters' GPU benchmarks.
 
-For scripts/gpu_check.sh: the same shapes, the same FLOP count and the same timing as the
-chapters' benchmarks (CUDA events around the call alone; the warm-up calls are timed to see how
-many runs fit in --budget-ms; the median of the runs), printed as Markdown rows in the
-columns of the benchmark it stands beside (--columns):
+For scripts/gpu_check.sh: the same shapes and the same FLOP count as the chapters' benchmarks,
+timed with CUDA events so that Python's dispatch is not counted: each run is one pair of events
+around a loop of calls (enough for about 10 ms of GPU work, at most 100), so that the GPU runs the
+calls back to back while Python queues the next; its time is the pair's divided by the calls. The
+warm-up calls are timed one by one to size the loop and see how many runs fit in --budget-ms; the
+median of the runs is printed, as Markdown rows in the columns of the benchmark it stands beside
+(--columns):
 
   ch05  | kernel | seq_len | head_dim | causal | median ms | TFLOP/s | model MB | runs |
   ch06  | kernel | dtype | seq_len | head_dim | causal | median ms | TFLOP/s |
@@ -22,9 +25,11 @@ with --backward the timed call is forward + backward (torch.autograd.grad), coun
 the forward, as FlashAttention's benchmarks count the backward pass (2.5 times the forward: five
 matrix products instead of two).
 
-Exit status: 0 when every row either ran or was not available, 1 when a row failed, 2 when torch
-or a CUDA device is missing. The last line on stderr counts the rows: "sdpa_reference: T timed,
-U not available, F failed".
+Exit status: 0 when every row either ran or was not available, 1 when a row failed, 2 for a bad
+flag, 77 when torch or a CUDA device is missing (scripts/gpu_check.sh reports that step skipped,
+with the last line on stderr as the reason). Otherwise the last line on stderr counts the rows:
+"sdpa_reference: T timed, U not available, F failed". --plan checks the flags and says what it
+would measure, without torch.
 
   scripts/sdpa_reference.py --dtype bf16 fp16 --backend flash cudnn --columns ch06
   scripts/sdpa_reference.py --dtype float32 --backend efficient math --backward --columns ch07
@@ -37,6 +42,7 @@ import warnings
 BACKENDS = {"flash": "FLASH_ATTENTION", "cudnn": "CUDNN_ATTENTION",
             "efficient": "EFFICIENT_ATTENTION", "math": "MATH"}
 DTYPES = {"float32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+SKIP_STATUS = 77  # cannot measure on this machine (scripts/gpu_check.sh: "skipped")
 
 
 def arithmetic(backend, dtype):
@@ -59,25 +65,33 @@ def forward_flops(batch, heads, n, d, causal):
     return 4.0 * batch * heads * n * n * d * (0.5 if causal else 1.0)
 
 
+LOOP_MS = 10.0  # GPU time one run's loop of calls aims at
+MAX_LOOP = 100
+
+
 def measure(torch, fn, warmup, runs, budget_ms):
-    """(median ms, runs): the warm-up calls timed to size the runs by the last of them (only one
-    where a call takes over 100 ms), as the chapters' benchmarks do."""
+    """(median ms per call, runs): the warm-up calls timed one by one (only one where a call takes
+    over 100 ms) to size the loop of a run by the last of them, and the runs to what fits in
+    budget_ms; each run one pair of CUDA events around its loop."""
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
 
-    def timed_call():
+    def timed(calls):
         start.record()
-        fn()
+        for _ in range(calls):
+            fn()
         stop.record()
         stop.synchronize()
-        return start.elapsed_time(stop)
+        return start.elapsed_time(stop) / calls
 
-    warm_ms = timed_call()
+    warm_ms = timed(1)
     for _ in range(warmup - 1):
         if warm_ms > 100.0:
             break
-        warm_ms = timed_call()
-    count = max(1, min(runs, int(budget_ms / max(warm_ms, 1e-3))))
-    return statistics.median(timed_call() for _ in range(count)), count
+        warm_ms = timed(1)
+    warm_ms = max(warm_ms, 1e-3)
+    calls = max(1, min(MAX_LOOP, int(LOOP_MS / warm_ms + 0.999)))
+    count = max(1, min(runs, int(budget_ms / (warm_ms * calls))))
+    return statistics.median(timed(calls) for _ in range(count)), count
 
 
 def reason_of(error, caught):
@@ -141,6 +155,8 @@ def main():
     ap.add_argument("--budget-ms", type=float, default=1000.0,
                     help="time for the timed calls of one row (default: 1000)")
     ap.add_argument("--no-header", action="store_true", help="rows only (to append to a benchmark's table)")
+    ap.add_argument("--plan", action="store_true", help="check the flags, say what would be measured, stop "
+                    "(no torch needed)")
     args = ap.parse_args()
     for name in ("seq", "head_dim"):
         if min(getattr(args, name)) < 1:
@@ -154,16 +170,22 @@ def main():
                                "ch05" if args.dtype == ["float32"] else "ch06")
     if columns == "ch05" and args.dtype != ["float32"]:
         ap.error("--columns ch05 has no dtype column: use --dtype float32 (or --columns ch06)")
+    if args.plan:
+        rows = len(args.backend) * len(args.dtype) * len(args.seq) * len(args.head_dim) * 2
+        print(f"plan: {rows} rows of torch sdpa {'fwd+bwd' if args.backward else 'fwd'} (backends "
+              f"{' '.join(args.backend)}, dtype {' '.join(args.dtype)}, seq_len {' '.join(map(str, args.seq))}, "
+              f"head_dim {' '.join(map(str, args.head_dim))}, causal no and yes) in the {columns} columns")
+        return 0
 
     try:
         import torch
         import torch.nn.functional as F
     except ImportError as e:
         print(f"sdpa_reference: torch is not installed ({e})", file=sys.stderr)
-        return 2
+        return SKIP_STATUS
     if not torch.cuda.is_available():
         print("sdpa_reference: torch sees no CUDA device", file=sys.stderr)
-        return 2
+        return SKIP_STATUS
     try:
         from torch.nn.attention import SDPBackend, sdpa_kernel
     except ImportError:

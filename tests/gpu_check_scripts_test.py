@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Tests of the table makers scripts/gpu_check.sh uses, on made-up inputs (no GPU, no torch):
-what they print must follow from what they read, or the GPU check's report would be wrong on the
-one run a lent GPU gives it.
+"""Tests of the table makers and helpers scripts/gpu_check.sh uses, on made-up inputs (no GPU, no
+torch, no ncu): what they print must follow from what they read, or the GPU check's report would be
+wrong on the one run a lent GPU gives it.
 
   python3 tests/gpu_check_scripts_test.py        (CTest: gpu_check_scripts, label common)
 """
@@ -11,12 +11,15 @@ import io
 import json
 import os
 import sys
+import tarfile
 import tempfile
 import types
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
+import gpu_deps  # noqa: E402
 import ncu_profile_table  # noqa: E402
+import ncu_run  # noqa: E402
 import ncu_table  # noqa: E402
 import sdpa_reference  # noqa: E402
 
@@ -118,10 +121,12 @@ class NcuTableModel(unittest.TestCase):
 
 
 class FakeTorch:
-    """Just enough of torch for sdpa_reference.main: FLASH refuses float32 as torch does."""
+    """Just enough of torch for sdpa_reference.main: FLASH refuses float32 as torch does, and every
+    call of sdpa takes 2 ms of GPU time, so that a pair of events around a loop of k calls reads 2k ms."""
 
     def __init__(self):
         self.current = None
+        self.calls = 0
         backend = types.SimpleNamespace(MATH="MATH", FLASH_ATTENTION="FLASH_ATTENTION",
                                         EFFICIENT_ATTENTION="EFFICIENT_ATTENTION")  # no CUDNN: an old torch
         fake = self
@@ -137,6 +142,7 @@ class FakeTorch:
                 warnings.warn("Flash attention kernel not used because:")
                 warnings.warn("Expected query, key and value to all be of dtype: {Half, BFloat16}.")
                 raise RuntimeError("No available kernel. Aborting execution.")
+            fake.calls += 1
             return q
 
         class Tensor:
@@ -148,12 +154,16 @@ class FakeTorch:
 
         class Event:
             def __init__(self, enable_timing=False):
+                self.calls = 0
+
+            def record(self):
+                self.calls = fake.calls
+
+            def synchronize(self):
                 pass
 
-            record = synchronize = lambda self: None
-
             def elapsed_time(self, other):
-                return 2.0
+                return 2.0 * (other.calls - self.calls)
 
         self.torch = types.SimpleNamespace(
             __version__="0-test", float32="float32", bfloat16="bfloat16", float16="float16",
@@ -203,7 +213,7 @@ class SdpaReference(unittest.TestCase):
         for r in math:
             cells = [c.strip() for c in r.strip("|").split("|")]
             self.assertEqual(len(cells), 8)  # chapter 05's columns
-            self.assertEqual(float(cells[4]), 2.0)  # the fake events' time
+            self.assertEqual(float(cells[4]), 2.0)  # the fake's time per call, timed in loops of 5 calls
             # 4 * 4 * 16 * 4096^2 * 64 flops (halved when causal) in 2 ms
             flops = 4 * 4 * 16 * 4096**2 * 64 * (0.5 if cells[3] == "yes" else 1.0)
             self.assertAlmostEqual(float(cells[5]), round(flops / 2e-3 / 1e12, 2))
@@ -225,6 +235,148 @@ class SdpaReference(unittest.TestCase):
     def test_the_float32_memory_efficient_row_says_tf32(self):
         self.assertIn("3xTF32", sdpa_reference.arithmetic("efficient", "float32"))
         self.assertIn("TF32 off", sdpa_reference.arithmetic("math", "float32"))
+
+
+class SdpaTiming(unittest.TestCase):
+    def measure(self, **kw):
+        """sdpa_reference.measure on the fake torch, whose calls take 2 ms each: (ms, runs, calls)."""
+        fake = FakeTorch()
+
+        def call():
+            fake.torch.nn.functional.scaled_dot_product_attention(FakeTorchTensor(), None, None)
+
+        ms, runs = sdpa_reference.measure(fake.torch, call, **kw)
+        return ms, runs, fake.calls
+
+    def test_a_run_is_a_loop_of_calls_between_two_events(self):
+        # Loops of 5 calls make the 10 ms a run aims at; 1000 ms would fit 100 runs, 20 are asked.
+        self.assertEqual(self.measure(warmup=3, runs=20, budget_ms=1000), (2.0, 20, 3 + 20 * 5))
+
+    def test_the_budget_bounds_the_runs(self):
+        # 12 ms fit one run of 5 calls (10 ms), never less than one.
+        self.assertEqual(self.measure(warmup=1, runs=20, budget_ms=12), (2.0, 1, 1 + 5))
+
+    def test_the_plan_needs_no_torch(self):
+        sys.argv = ["sdpa_reference.py", "--plan", "--dtype", "bf16", "fp16", "--backend", "flash", "cudnn",
+                    "--seq", "1024", "4096", "--head-dim", "64", "128"]
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            self.assertEqual(sdpa_reference.main(), 0)
+        self.assertIn("plan: 32 rows of torch sdpa fwd", out.getvalue())
+
+
+class FakeTorchTensor:
+    dtype = "float32"
+
+
+class NcuRun(unittest.TestCase):
+    def test_what_the_machine_cannot_give_is_told_apart(self):
+        self.assertIn("counters unavailable on this machine (ncu: LibraryNotLoaded",
+                      ncu_run.unavailable_reason("==ERROR== Failed to load: LibraryNotLoaded"))
+        self.assertIn("ERR_NVGPUCTRPERM", ncu_run.unavailable_reason("==ERROR== ERR_NVGPUCTRPERM - The user ..."))
+        self.assertIsNone(ncu_run.unavailable_reason("==ERROR== An error occurred while trying to profile"))
+
+    def test_no_ncu_is_not_measurable_and_a_failing_one_fails(self):
+        with tempfile.TemporaryDirectory() as d:
+            saved = os.environ["PATH"]
+            try:
+                os.environ["PATH"] = d
+                with self.assertRaises(ncu_run.NotMeasurable):
+                    ncu_run.run_ncu("m", ["prog"], os.path.join(d, "c.csv"), os.path.join(d, "l.log"))
+                ncu = os.path.join(d, "ncu")
+                with open(ncu, "w") as f:
+                    f.write("#!/bin/sh\necho '==ERROR== the application returned an error' >&2\nexit 1\n")
+                os.chmod(ncu, 0o755)
+                with self.assertRaises(ncu_run.NcuFailed):
+                    ncu_run.run_ncu("m", ["prog"], os.path.join(d, "c.csv"), os.path.join(d, "l.log"))
+            finally:
+                os.environ["PATH"] = saved
+
+
+def ar_member(name, data):
+    """One member of an ar archive (the .deb container): a 60-byte header, the data, padding."""
+    header = f"{name + '/':<16}{0:<12}{0:<6}{0:<6}{'100644':<8}{len(data):<10}`\n".encode()
+    return header + data + (b"\n" if len(data) % 2 else b"")
+
+
+class GpuDeps(unittest.TestCase):
+    def test_a_deb_unpacks_without_dpkg(self):
+        with tempfile.TemporaryDirectory() as d:
+            payload = os.path.join(d, "payload")
+            os.makedirs(os.path.join(payload, "usr", "lib", "cmake", "fmt"))
+            with open(os.path.join(payload, "usr", "lib", "cmake", "fmt", "fmt-config.cmake"), "w") as f:
+                f.write("# fmt\n")
+            data = io.BytesIO()
+            with tarfile.open(fileobj=data, mode="w:xz") as tar:
+                tar.add(os.path.join(payload, "usr"), arcname="./usr")
+            deb = os.path.join(d, "libfmt-dev_9.1.0_amd64.deb")
+            with open(deb, "wb") as f:
+                f.write(b"!<arch>\n" + ar_member("debian-binary", b"2.0\n") +
+                        ar_member("control.tar.xz", b"x" * 7) + ar_member("data.tar.xz", data.getvalue()))
+            saved = gpu_deps.shutil.which
+            try:
+                gpu_deps.shutil.which = lambda name: None if name == "dpkg-deb" else saved(name)
+                gpu_deps.unpack([deb], os.path.join(d, "prefix"))
+            finally:
+                gpu_deps.shutil.which = saved
+            self.assertTrue(os.path.exists(os.path.join(d, "prefix", "usr", "lib", "cmake", "fmt", "fmt-config.cmake")))
+            # Every CMake package the configure needs must be among them, or it says which is missing.
+            with self.assertRaises(gpu_deps.DepsError) as e:
+                gpu_deps.cmake_args(os.path.join(d, "prefix"))
+            self.assertIn("no CLI11Config.cmake", str(e.exception))
+
+    def test_the_arguments_name_each_package_header_only_fmt_and_static_boost(self):
+        with tempfile.TemporaryDirectory() as d:
+            for package, file in gpu_deps.CONFIG_FILES.items():
+                folder = os.path.join(d, "usr", "lib", "x86_64-linux-gnu", "cmake", package)
+                os.makedirs(folder)
+                open(os.path.join(folder, file), "w").close()
+            args = gpu_deps.cmake_args(d)
+        self.assertIn(f"-Dboost_context_DIR={d}/usr/lib/x86_64-linux-gnu/cmake/boost_context", args)
+        self.assertEqual(args[-2:], ["-DFA_FMT_HEADER_ONLY=ON", "-DBoost_USE_STATIC_LIBS=ON"])
+        self.assertEqual(len(args), len(gpu_deps.CONFIG_FILES) + 2)
+
+
+    def test_libraries_that_do_not_link_here_are_named_in_one_line(self):
+        with tempfile.TemporaryDirectory() as d:
+            folder = os.path.join(d, "usr", "lib", "x86_64-linux-gnu")
+            os.makedirs(folder)
+            open(os.path.join(folder, "libboost_context.a"), "w").close()
+            compiler = os.path.join(d, "c++")  # a linker that meets an older C library
+            with open(compiler, "w") as f:
+                f.write("#!/bin/sh\necho \"libboost_context.a(stack_traits.o): undefined reference to "
+                        "'pthread_once@GLIBC_2.34'\" >&2\nexit 1\n")
+            os.chmod(compiler, 0o755)
+            saved = os.environ.get("CXX")
+            os.environ["CXX"] = compiler
+            try:
+                problem = gpu_deps.probe(d, os.path.join(d, "probe"))
+            finally:
+                if saved is None:
+                    del os.environ["CXX"]
+                else:
+                    os.environ["CXX"] = saved
+        self.assertEqual(problem, "the probe does not build with c++: libboost_context.a(stack_traits.o): undefined "
+                                  "reference to 'pthread_once@GLIBC_2.34'")
+        self.assertNotIn("\n", problem)
+
+
+class NcuProfileRun(unittest.TestCase):
+    def test_the_plan_takes_the_programs_that_offer_a_profile(self):
+        with tempfile.TemporaryDirectory() as d:
+            programs = []
+            for name, flags in (("ch03_online_weighted_sum", "--block"), ("ch05_flash_attention_2", "--profile-json")):
+                path = os.path.join(d, name)
+                with open(path, "w") as f:
+                    f.write(f"#!/bin/sh\necho 'usage: {name} {flags} FILE'\n")
+                os.chmod(path, 0o755)
+                programs.append(path)
+            sys.argv = ["ncu_profile_table.py", "--run", "--plan", "--logs", d, "--"] + programs
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                self.assertEqual(ncu_profile_table.main(), 0)
+        self.assertIn("plan: simt's profile and ncu's counts of ch05_flash_attention_2,", out.getvalue())
+        self.assertNotIn("ch03", out.getvalue())
 
 
 if __name__ == "__main__":
