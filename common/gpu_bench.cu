@@ -67,6 +67,19 @@ int no_gpu_status(std::string_view program) {
   return kNoGpuStatus;
 }
 
+void print_plan(std::size_t rows, std::string_view what, double device_bytes) {
+  std::printf("plan: %zu rows (%.*s); %.1f GB of device memory\n", rows, static_cast<int>(what.size()), what.data(),
+              device_bytes / 1e9);
+}
+
+std::string device_name() {
+  int device = 0;
+  cudaDeviceProp prop{};
+  FA_CUDA_CHECK(cudaGetDevice(&device));
+  FA_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  return prop.name;
+}
+
 void fill_normal(DeviceArray<float>& values, std::uint64_t seed) {
   fill(values.data(), values.size(), seed, AsFloat{});
 }

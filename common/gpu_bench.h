@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -34,6 +35,13 @@ inline constexpr int kNoGpuStatus = 77;
 // 0 where the CUDA runtime sees a GPU. Otherwise prints one line to stderr, "<program>: the CUDA
 // runtime sees no GPU (<the runtime's reason>) ...", and returns kNoGpuStatus, for main to return.
 int no_gpu_status(std::string_view program);
+
+// --plan, what scripts/gpu_check.sh --dry-run runs without a GPU: prints one line, "plan: <rows>
+// rows (<what>); <GB> GB of device memory", once the flags are checked and before any CUDA call.
+void print_plan(std::size_t rows, std::string_view what, double device_bytes);
+
+// The name of the current device (cudaGetDeviceProperties). Throws std::runtime_error on a CUDA error.
+std::string device_name();
 
 // Device memory of `count` values of T, filled from host values or left uninitialised. (The
 // programs are compiled by the host compiler, so they use the CUDA runtime directly rather than

@@ -538,17 +538,28 @@ class Check:
             catch = catch[-1] if catch else "no Catch2 summary"
             if status is None:
                 return tool, test, PARTIAL, f"out of time after {seconds:.0f} s (not clean: incomplete)"
+            machine = re.search(r"Internal Sanitizer Error.*|.*LibraryNotLoaded.*", text)
+            if machine and not catch.startswith("All tests passed"):  # the tool, not the program
+                return tool, test, SKIPPED, f"compute-sanitizer cannot run here: {machine.group(0).strip()[:160]}"
             if status == 0 and re.search(r"(^|[^0-9])0 errors", tool_summary) and catch.startswith("All tests passed"):
                 return tool, test, OK, f"{tool_summary}; {catch}"
             return tool, test, FAILED, f"exit {status}; {tool_summary}; {catch} (sanitizer-{tool}-{test}.log)"
 
         with ThreadPoolExecutor(max_workers=SANITIZER_PARALLEL) as pool:
             verdicts = list(pool.map(lambda r: sanitize(*r), runs))
-        for tool, test, status, why in verdicts:
-            self.notes.append(f"  - compute-sanitizer {tool} {test}: {status if status != OK else 'clean'} ({why})")
+        for tool, test, status, why in verdicts:  # every run in the log; those not clean in the summary too
+            line = f"compute-sanitizer {tool} {test}: {status if status != OK else 'clean'} ({why})"
+            log(f"   {line}")
+            if status != OK:
+                self.notes.append(f"  - {line}")
         statuses = [v[2] for v in verdicts]
         clean = statuses.count(OK)
-        worst = FAILED if FAILED in statuses else PARTIAL if PARTIAL in statuses or SKIPPED in statuses else OK
+        if FAILED in statuses:
+            worst = FAILED
+        elif clean == 0:
+            worst = SKIPPED  # not one run could be made here
+        else:
+            worst = OK if clean == len(runs) else PARTIAL
         why = f"{clean} of {len(runs)} runs clean"
         if worst != OK:
             why += ": " + ", ".join(f"{v[0]} {v[1]} {v[2]}" for v in verdicts if v[2] != OK)[:300]

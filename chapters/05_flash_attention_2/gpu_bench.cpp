@@ -178,26 +178,22 @@ int main(int argc, char** argv) {
   const std::size_t floats = 4 * qkv + bh * max_n + 2 * bh * max_n * max_n;  // Q K V O, L, S P
   const double gigabytes = static_cast<double>(floats) * sizeof(float) / 1e9;
   if (plan) {
-    fmt::print(
-        "plan: {} rows (naive and flash-attention-2, seq_len {}, head_dim {}, causal no and yes){}; "
-        "{:.1f} GB of device memory\n",
-        2 * seq_lens.size() * head_dims.size() * 2, fmt::join(seq_lens, " "), fmt::join(head_dims, " "),
-        once ? ", each kernel launched once" : "", gigabytes);
+    fa::bench::print_plan(
+        2 * seq_lens.size() * head_dims.size() * 2,
+        fmt::format("naive and flash-attention-2, seq_len {}, head_dim {}, causal no and yes{}",
+                    fmt::join(seq_lens, " "), fmt::join(head_dims, " "), once ? ", each kernel launched once" : ""),
+        gigabytes * 1e9);
     return 0;
   }
   if (const int status = fa::bench::no_gpu_status("ch05_gpu_bench")) return status;
 
   try {
-    int device = 0;
-    cudaDeviceProp prop{};
-    FA_CUDA_CHECK(cudaGetDevice(&device));
-    FA_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
     if (!once) {
       fmt::print(
           "device: {}; batch {}, heads {}, float32; median of up to {} runs after {} warm-up "
           "(fewer where a call takes over 100 ms: at most {:.0f} ms of runs per row); "
           "{:.1f} GB of device memory\n\n",
-          prop.name, batch, heads, runs, warmup, budget_ms, gigabytes);
+          fa::bench::device_name(), batch, heads, runs, warmup, budget_ms, gigabytes);
       fmt::print("| kernel | seq_len | head_dim | causal | median ms | TFLOP/s | model MB | runs |\n");
       fmt::print("|---|---|---|---|---|---|---|---|\n");
       std::fflush(stdout);

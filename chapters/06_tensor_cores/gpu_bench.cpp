@@ -71,22 +71,17 @@ int main(int argc, char** argv) {
                             static_cast<std::size_t>(*std::max_element(head_dims.begin(), head_dims.end()));
     const std::size_t rows = bh * static_cast<std::size_t>(*std::max_element(seq_lens.begin(), seq_lens.end()));
     if (plan) {
-      fmt::print(
-          "plan: {} rows (dtype {}, seq_len {}, head_dim {}, causal no and yes), tile {}{}; {:.1f} GB of "
-          "device memory\n",
-          dtypes.size() * seq_lens.size() * head_dims.size() * 2, fmt::join(dtypes, " "), fmt::join(seq_lens, " "),
-          fmt::join(head_dims, " "), tile_text, once ? ", each kernel launched once" : "",
-          static_cast<double>(4 * qkv * 2 + rows * 4) / 1e9);
+      fa::bench::print_plan(dtypes.size() * seq_lens.size() * head_dims.size() * 2,
+                            fmt::format("dtype {}, seq_len {}, head_dim {}, causal no and yes, tile {}{}",
+                                        fmt::join(dtypes, " "), fmt::join(seq_lens, " "), fmt::join(head_dims, " "),
+                                        tile_text, once ? ", each kernel launched once" : ""),
+                            static_cast<double>(4 * qkv * sizeof(std::uint16_t) + rows * sizeof(float)));
       return 0;
     }
     if (const int status = fa::bench::no_gpu_status("ch06_gpu_bench")) return status;
-    int device = 0;
-    cudaDeviceProp prop{};
-    FA_CUDA_CHECK(cudaGetDevice(&device));
-    FA_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
     if (!once) {
-      fmt::print("device: {}; batch {}, heads {}, tile {}; median of {} runs after {} warm-up\n\n", prop.name, batch,
-                 heads, tile_text, runs, warmup);
+      fmt::print("device: {}; batch {}, heads {}, tile {}; median of {} runs after {} warm-up\n\n",
+                 fa::bench::device_name(), batch, heads, tile_text, runs, warmup);
       fmt::print("| kernel | dtype | seq_len | head_dim | causal | median ms | TFLOP/s |\n");
       fmt::print("|---|---|---|---|---|---|---|\n");
     }

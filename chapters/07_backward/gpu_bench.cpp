@@ -69,25 +69,21 @@ int main(int argc, char** argv) {
   const std::size_t rows = static_cast<std::size_t>(batch) * heads * max_n;
   const std::size_t qkv = rows * max_d;
   if (plan) {
-    fmt::print(
-        "plan: {} rows (atomic and deterministic dQ, seq_len {}, head_dim {}, causal no and yes){}; {:.1f} GB "
-        "of device memory\n",
-        2 * seq_lens.size() * head_dims.size() * 2, fmt::join(seq_lens, " "), fmt::join(head_dims, " "),
-        once ? ", each pass once" : "", static_cast<double>((8 * qkv + 2 * rows) * sizeof(float)) / 1e9);
+    fa::bench::print_plan(
+        2 * seq_lens.size() * head_dims.size() * 2,
+        fmt::format("atomic and deterministic dQ, seq_len {}, head_dim {}, causal no and yes{}",
+                    fmt::join(seq_lens, " "), fmt::join(head_dims, " "), once ? ", each pass once" : ""),
+        static_cast<double>((8 * qkv + 2 * rows) * sizeof(float)));
     return 0;
   }
   if (const int status = fa::bench::no_gpu_status("ch07_gpu_bench")) return status;
 
   try {
-    int device = 0;
-    cudaDeviceProp prop{};
-    FA_CUDA_CHECK(cudaGetDevice(&device));
-    FA_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
     if (!once) {
       fmt::print(
           "device: {}; batch {}, heads {}, float32; median of {} runs after {} warm-up; FLOPs: 2.5 x the "
           "forward's\n\n",
-          prop.name, batch, heads, runs, warmup);
+          fa::bench::device_name(), batch, heads, runs, warmup);
       fmt::print("| kernel | seq_len | head_dim | causal | median ms | TFLOP/s |\n");
       fmt::print("|---|---|---|---|---|---|\n");
     }
