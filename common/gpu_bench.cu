@@ -50,8 +50,8 @@ void fill(T* values, std::size_t count, std::uint64_t seed, Convert convert) {
   // Enough blocks to fill the GPU several times over; the loop covers the rest.
   const unsigned blocks = static_cast<unsigned>(std::min<std::size_t>((groups + threads - 1) / threads, 4096));
   normal_kernel<<<blocks, threads>>>(values, count, seed, convert);
-  FA_CUDA_CHECK(cudaGetLastError());
-  FA_CUDA_CHECK(cudaDeviceSynchronize());
+  SIMT_CUDA_CHECK(cudaGetLastError());
+  SIMT_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 }  // namespace
@@ -75,8 +75,8 @@ void print_plan(std::size_t rows, std::string_view what, double device_bytes) {
 std::string device_name() {
   int device = 0;
   cudaDeviceProp prop{};
-  FA_CUDA_CHECK(cudaGetDevice(&device));
-  FA_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  SIMT_CUDA_CHECK(cudaGetDevice(&device));
+  SIMT_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
   return prop.name;
 }
 

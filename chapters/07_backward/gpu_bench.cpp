@@ -26,10 +26,10 @@
 #include <fmt/ranges.h>
 #include <CLI/CLI.hpp>
 
-#include "chapters/05_flash_attention_2/backends.h"
-#include "chapters/07_backward/backends.h"
-#include "common/cuda_check.h"  // after <cuda_runtime.h>
+#include "chapters/05_flash_attention_2/flash_attention_2.h"
+#include "chapters/07_backward/backward.h"
 #include "common/gpu_bench.h"
+#include "common/simt/cuda_check.h"  // after <cuda_runtime.h>
 
 namespace {
 
@@ -97,11 +97,12 @@ int main(int argc, char** argv) {
       for (int d : head_dims) {
         for (bool causal : {false, true}) {
           const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-          const fa::DeviceProblem common{batch * heads, n, n, d, scale, causal};
-          const ch05::DeviceProblem forward{common, {64, 64}};
-          ch05::gpu::launch_flash_attention_2(Q.data(), K.data(), V.data(), O.data(), L.data(), forward);
+          const fa::DeviceProblem forward{batch * heads, n, n, d, scale, causal, {64, 64}};
+          ch05::gpu::launch_flash_attention_2(Q.data(), K.data(), V.data(), O.data(), L.data(), forward,
+                                              simt::LaunchMode::synchronous);
           for (bool deterministic : {false, true}) {
-            const ch07::DeviceProblem problem{common, deterministic};
+            const ch07::DeviceProblem problem{{batch * heads, n, n, d, scale, causal, ch07::tile_for_head_dim(d)},
+                                              deterministic};
             const auto mode = once ? simt::LaunchMode::synchronous : simt::LaunchMode::asynchronous;
             auto pass = [&] {
               ch07::gpu::launch_backward(Q.data(), K.data(), V.data(), O.data(), L.data(), dO.data(), D.data(),
