@@ -641,7 +641,8 @@ def print_report(kernels, arch):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--chapter", default="06", choices=sorted(CHAPTERS), help="the chapter's kernels (default 06)")
-    ap.add_argument("--source", help="a CUDA source to report on instead of a chapter's")
+    ap.add_argument("--source", help="a CUDA source to report on instead of the chapter's own (a variant of "
+                    "it, whose launch shapes are the chapter's, or a test kernel)")
     ap.add_argument("--arch", nargs="+", default=["sm_80", "sm_90"], choices=["sm_80", "sm_90"],
                     help="architectures (default: sm_80 sm_90)")
     ap.add_argument("--nvcc", default=os.environ.get("CUDACXX") or "nvcc", help="the nvcc to compile with")
@@ -657,11 +658,8 @@ def main(argv=None):
     except ToolMissing as e:
         print(f"sass_report: {e}", file=sys.stderr)
         return 2
-    if args.source:
-        source, shapes = args.source, {}
-    else:
-        source, shapes = CHAPTERS[args.chapter]
-        source = os.path.join(ROOT, source)
+    source, shapes = CHAPTERS[args.chapter]
+    source = args.source or os.path.join(ROOT, source)
     everything = []
     with tempfile.TemporaryDirectory() as tmp:
         workdir = args.keep or tmp

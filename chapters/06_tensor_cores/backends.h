@@ -25,7 +25,7 @@ enum class ElementType { bf16, f16 };
 
 constexpr std::string_view to_string(ElementType e) { return e == ElementType::bf16 ? "bf16" : "fp16"; }
 
-// Br query rows per thread block (16 per warp), Bc keys per K/V tile: chapter 05's shape type.
+// Br query rows per thread block (32 per warp), Bc keys per K/V tile: chapter 05's shape type.
 using ch05::TileShape;
 
 // One attention problem as the kernel sees it (common/device_problem.h), the tile to run it in,
