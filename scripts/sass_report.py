@@ -181,34 +181,32 @@ def demangle(names):
     return dict(zip(names, out)) if len(out) == len(names) else {n: n for n in names}
 
 
-def parse_ptxas(log):
-    """{mangled name: {"spill_stores", "spill_loads", "stack"}} from ptxas -v."""
+def per_function(text, header, values, fields):
+    """{function: fields(match)} from tool output where a line matching `header` (group 1: the
+    function) comes before the line matching `values` that describes it."""
     result, current = {}, None
-    for line in log.splitlines():
-        m = re.search(r"Compiling entry function '([^']+)'", line)
+    for line in text.splitlines():
+        m = re.search(header, line)
         if m:
             current = m.group(1)
-            result[current] = {}
             continue
-        m = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", line)
+        m = re.search(values, line)
         if m and current:
-            result[current].update(stack=int(m.group(1)), spill_stores=int(m.group(2)), spill_loads=int(m.group(3)))
+            result[current] = fields(m)
     return result
+
+
+def parse_ptxas(log):
+    """{mangled name: {"stack", "spill_stores", "spill_loads"}} from ptxas -v."""
+    return per_function(log, r"Compiling entry function '([^']+)'",
+                        r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads",
+                        lambda m: dict(zip(("stack", "spill_stores", "spill_loads"), map(int, m.groups()))))
 
 
 def parse_resources(text):
-    """{mangled name: {"registers", "shared", "local", "stack"}} from cuobjdump -res-usage."""
-    result, current = {}, None
-    for line in text.splitlines():
-        m = re.match(r"\s*Function (\S+):", line)
-        if m:
-            current = m.group(1)
-            continue
-        m = re.search(r"REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)", line)
-        if m and current:
-            result[current] = dict(registers=int(m.group(1)), stack=int(m.group(2)), shared=int(m.group(3)),
-                                   local=int(m.group(4)))
-    return result
+    """{mangled name: {"registers", "stack", "shared", "local"}} from cuobjdump -res-usage."""
+    return per_function(text, r"^\s*Function (\S+):", r"REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)",
+                        lambda m: dict(zip(("registers", "stack", "shared", "local"), map(int, m.groups()))))
 
 
 def parse_max_threads(elf_text):
