@@ -37,9 +37,11 @@ Usage:
   scripts/sass_report.py --chapter 05 --arch sm_90
   scripts/sass_report.py --source FILE.cu      any CUDA source (a test kernel)
   scripts/sass_report.py --json out.json ...   the same figures as JSON, besides the tables
+  scripts/sass_report.py --plan ...            what it would compile and report, then stop
 Needs nvcc (--nvcc, or on the PATH) and cuobjdump (from the CUDA toolkit, or from PyPI:
 `pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm`, with the folder of nvdisasm on the
-PATH); exits with status 2 and says which is missing.
+PATH). Exit status: 0 reported; 77 a tool is missing (the last line on stderr says which: the GPU
+check reports the step skipped); 1 a compile or a tool failed; 2 a bad flag.
 
 Sources of the figures (GPUS below): NVIDIA A100 Tensor Core GPU Architecture (2020) and NVIDIA
 H100 Tensor Core GPU Architecture (2022) whitepapers and the H200 datasheet (SMs, clocks, dense
@@ -589,7 +591,7 @@ def ratio(a, b):
 
 
 def print_report(kernels, arch):
-    print(f"\n## {arch}: resources (per kernel instance)\n")
+    print(f"\n**{arch}: resources (per kernel instance)**\n")
     gpus = [g for g in GPUS if g.arch == arch]
     head = "| kernel | registers | spills (st/ld bytes) | threads | shared KiB |"
     head += "".join(f" {g.name}: blocks, warps per SM (limit) |" for g in gpus)
@@ -604,7 +606,7 @@ def print_report(kernels, arch):
         print(row)
     looped = [k for k in kernels if "loop" in k]
     if looped:
-        print(f"\n## {arch}: the main loop, one iteration (a key tile) of one warp; 'steady': neither masked nor last\n")
+        print(f"\n**{arch}: the main loop, one iteration (a key tile) of one warp; 'steady': neither masked nor last**\n")
         head = "| kernel | " + " | ".join(COLUMNS) + " | all | HMMA share | LDSM/HMMA (loop, kernel) | masked: more |"
         print(head)
         print("|---" * (head.count("|") - 1) + "|")
@@ -616,7 +618,7 @@ def print_report(kernels, arch):
             inner = f" ({k['loop']['inner_loops']} inner loop(s), counted once)" if k["loop"]["inner_loops"] else ""
             print(f"| {k['name']} | " + " | ".join(cells) + f" | {s['all']}{inner} | {share} | {ldsm} | "
                   f"{k['loop']['masked_extra']} |")
-        print(f"\n## {arch}: ceilings in TFLOP/s, a MODEL (each unit alone, perfect overlap; see the figures below)\n")
+        print(f"\n**{arch}: ceilings in TFLOP/s, a MODEL (each unit alone, perfect overlap; see the figures below)**\n")
         head = "| kernel | GPU | tensor | shared memory | issue | MUFU | lowest (model) |"
         print(head)
         print("|---" * (head.count("|") - 1) + "|")
@@ -646,7 +648,17 @@ def main(argv=None):
     ap.add_argument("--nvcc", default=os.environ.get("CUDACXX") or "nvcc", help="the nvcc to compile with")
     ap.add_argument("--json", help="also write the figures to this file")
     ap.add_argument("--keep", help="keep the .cubin files in this folder")
+    ap.add_argument("--plan", action="store_true", help="say what it would compile and report, then stop")
     args = ap.parse_args(argv)
+    source, shapes = CHAPTERS[args.chapter]
+    source = args.source or os.path.join(ROOT, source)
+    if not os.path.isfile(source):
+        ap.error(f"--source {source}: no such file")
+    if args.plan:
+        gpus = ", ".join(g.name for g in GPUS if g.arch in args.arch)
+        print(f"plan: {os.path.relpath(source, ROOT)} compiled by {args.nvcc} for {' '.join(args.arch)}; "
+              f"registers, occupancy, the main loop's counts and the ceilings on {gpus}")
+        return 0
     try:
         nvcc = shutil.which(args.nvcc) or (args.nvcc if os.access(args.nvcc, os.X_OK) else None)
         if nvcc is None:
@@ -655,15 +667,22 @@ def main(argv=None):
         find_tool("nvdisasm", nvcc)  # cuobjdump -sass calls it
     except ToolMissing as e:
         print(f"sass_report: {e}", file=sys.stderr)
-        return 2
-    source, shapes = CHAPTERS[args.chapter]
-    source = args.source or os.path.join(ROOT, source)
+        return 77
+    try:
+        report(args, nvcc, cuobjdump, source, shapes)
+    except RuntimeError as e:
+        print(f"sass_report: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def report(args, nvcc, cuobjdump, source, shapes):
     everything = []
     with tempfile.TemporaryDirectory() as tmp:
         workdir = args.keep or tmp
         os.makedirs(workdir, exist_ok=True)
-        print(f"# SASS report: {os.path.relpath(source, ROOT)}, nvcc {nvcc_version(nvcc)}, "
-              f"{os.path.basename(cuobjdump)} {tool_version(cuobjdump)}")
+        print(f"The machine code of {os.path.relpath(source, ROOT)} (scripts/sass_report.py): nvcc "
+              f"{nvcc_version(nvcc)}, {os.path.basename(cuobjdump)} {tool_version(cuobjdump)}.")
         for arch in args.arch:
             cubin, log = compile_cubin(nvcc, source, arch, workdir)
             kernels = analyse(cubin, log, arch, shapes, cuobjdump)
@@ -672,7 +691,6 @@ def main(argv=None):
     if args.json:
         with open(args.json, "w") as f:
             json.dump(everything, f, indent=1)
-    return 0
 
 
 def nvcc_version(nvcc):
