@@ -15,8 +15,9 @@ __global__ void ex2_kernel(const float* in, float* out, unsigned n) {
   if (i < n) out[i] = simt::ex2_approx_ftz(in[i]);
 }
 
-// simt::ex2_approx_ftz of each value, computed in a kernel.
-inline std::vector<float> ex2_approx_ftz_of(std::span<const float> in) {
+// simt::ex2_approx_ftz of each value, computed in a kernel. (Defined here, as the runners of
+// simt_tensor_core_kernels.cuh are: each program includes this file once per backend.)
+std::vector<float> ex2_approx_ftz_of(std::span<const float> in) {
   const auto n = static_cast<unsigned>(in.size());
   simt::DeviceBuffer<float> d_in(in), d_out(n);
   const unsigned block = 128;
