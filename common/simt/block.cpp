@@ -17,6 +17,10 @@
 //     releases the warp's token as it arrives, the last lane acquires it before it completes the
 //     instruction and releases it after, and every lane acquires it as it leaves. The token
 //     alternates between two addresses with the warp's count of collectives, as the barrier's does.
+//   - the host's work before a round (the block's setup: its shared memory filled, the kernel's
+//     arguments): the host releases `host_token_` before it resumes a thread, and a thread acquires
+//     it whenever it starts or continues, also when another thread handed over to it (wait()), a
+//     switch that itself synchronises nothing.
 #include "common/simt/block.h"
 
 #include <algorithm>
@@ -128,6 +132,7 @@ class BlockRunner {
   void collective(CudaThread& t, const WarpCollective& op, const std::source_location& site);
   const GridLaunch& launch() const { return *launch_; }
   char* block_done_token() { return &block_done_; }
+  char* host_token() { return &host_token_; }
 
  private:
   void prepare(const GridLaunch& launch, uint3 block_idx);
@@ -166,6 +171,7 @@ class BlockRunner {
   bool shared_allocated_ = false;
   char barrier_token_[2] = {};  // TSan: the barrier's release/acquire addresses, by parity
   char block_done_ = 0;         // TSan: the end-of-block release/acquire address
+  char host_token_ = 0;         // TSan: what the host did before it resumed a thread
 };
 
 thread_local BlockRunner this_thread_runner;
@@ -296,6 +302,7 @@ void BlockRunner::start(CudaThread& t) {
 // counted itself.
 void BlockRunner::step(CudaThread& t) {
   start(t);
+  SIMT_TSAN_RELEASE(&host_token_);
   t.fiber->resume();
   current = nullptr;
   if (running_ != nullptr) account(*running_);
@@ -318,6 +325,7 @@ void BlockRunner::wait(CudaThread& t) {
     running_ = nullptr;  // counted already
     t.fiber->suspend();
   }
+  SIMT_TSAN_ACQUIRE(&host_token_);  // t runs again
 }
 
 // The next thread of this round (after position_) that can run, or nullptr; moves position_ to it.
@@ -531,6 +539,7 @@ void BlockRunner::cancel_started_threads() {
     t.cancel = true;
     builtin::threadIdx = t.idx;
     current = &t;
+    SIMT_TSAN_RELEASE(&host_token_);
     t.fiber->resume();
     current = nullptr;
   }
@@ -629,6 +638,7 @@ void BlockRunner::collective(CudaThread& t, const WarpCollective& op, const std:
 // The body of every fiber: the kernel, for one CUDA thread of one block.
 void thread_body(void* arg) {
   CudaThread& t = *static_cast<CudaThread*>(arg);
+  SIMT_TSAN_ACQUIRE(t.runner->host_token());
   try {
     const GridLaunch& launch = t.runner->launch();
     launch.invoke(launch.params);
