@@ -61,7 +61,7 @@ class Fiber {
   struct Jump;  // who jumps to whom (fiber.cpp)
   [[noreturn]] static void entry(void* from_context, const Jump* jump) noexcept;
   // After a jump into this fiber: records where the one that jumped continues later.
-  void landed(void* from_context, const Jump* jump);
+  [[gnu::always_inline]] inline void landed(void* from_context, const Jump* jump);
   friend struct FiberEntry;
 
   Body body_;
