@@ -132,6 +132,21 @@ struct ElementOps<simt::f16> {
   }
 };
 
+// The two B fragments of one ldmatrix .x4 (registers 0-1: b0, b1 of the first 8 columns of B;
+// registers 2-3: of the next 8), multiplied into both row tiles of the warp: for each tile rt,
+// c[rt][n] += a[rt] B(first 8 columns) and c[rt][n + 1] += a[rt] B(next 8). Four mma, one fragment.
+template <class Ops, int BLOCKS>
+__device__ __forceinline__ void mma_row_tiles(float (&c)[kRowTiles][BLOCKS][4], int n,
+                                              const std::uint32_t (&a)[kRowTiles][4], const std::uint32_t (&b)[4]) {
+  const std::uint32_t b_lo[2] = {b[0], b[1]};
+  const std::uint32_t b_hi[2] = {b[2], b[3]};
+  CH06_UNROLL
+  for (int rt = 0; rt < kRowTiles; ++rt) {
+    Ops::mma(c[rt][n], a[rt], b_lo);
+    Ops::mma(c[rt][n + 1], a[rt], b_hi);
+  }
+}
+
 // One 32-bit store (a pair of elements) and one 16-byte copy, both to or from aligned addresses:
 // plain word-sized accesses on the GPU (uint4: one 128-bit load and store), memcpy on the CPU.
 __device__ __forceinline__ void store_pair(void* dst, std::uint32_t pair) {
@@ -358,30 +373,28 @@ __global__ void __launch_bounds__(Br / kRowsPerWarp * 32, kMinWarpsPerSM / (Br /
       for (int nk = 0; nk < kKeySteps; ++nk) {
         std::uint32_t k_frag[4];
         simt::ldmatrix_x4(k_frag, Ks + columns_right(k_at, kd) + nk * 16 * HEAD_DIM);
-        const std::uint32_t b_lo[2] = {k_frag[0], k_frag[1]};
-        const std::uint32_t b_hi[2] = {k_frag[2], k_frag[3]};
-        CH06_UNROLL
-        for (int rt = 0; rt < kRowTiles; ++rt) {
-          Ops::mma(s[rt][2 * nk], q_frag[kd][rt], b_lo);
-          Ops::mma(s[rt][2 * nk + 1], q_frag[kd][rt], b_hi);
-        }
+        mma_row_tiles<Ops>(s, 2 * nk, q_frag[kd], k_frag);
       }
     }
 
-    // The mask, where the tile needs it: element e of key block nb of row tile rt is row
-    // g + 8 (e / 2) of the tile, key j0 + 8 nb + 2t + e % 2.
-    if (j0 + Bc > unmasked_keys) {  // a tail tile or a tile on the diagonal
+    // Every score this lane holds: element e of key block nb of row tile rt is row g + 8 (e / 2)
+    // of the tile, key j0 + 8 nb + 2t + e % 2.
+    auto each_score = [&](auto&& f) {
       CH06_UNROLL
       for (int rt = 0; rt < kRowTiles; ++rt) {
         CH06_UNROLL
         for (int nb = 0; nb < kKeyBlocks; ++nb) {
           CH06_UNROLL
-          for (int e = 0; e < 4; ++e) {
-            const int i = i0 + warp_row0 + rt * kMmaRows + g + 8 * (e / 2);
-            if (j0 + nb * 8 + 2 * t + (e & 1) >= visible(i)) s[rt][nb][e] = -INFINITY;
-          }
+          for (int e = 0; e < 4; ++e) f(rt, nb, e);
         }
       }
+    };
+    // The mask, where the tile needs it.
+    if (j0 + Bc > unmasked_keys) {  // a tail tile or a tile on the diagonal
+      each_score([&](int rt, int nb, int e) {
+        const int i = i0 + warp_row0 + rt * kMmaRows + g + 8 * (e / 2);
+        if (j0 + nb * 8 + 2 * t + (e & 1) >= visible(i)) s[rt][nb][e] = -INFINITY;
+      });
     }
 
     // Line 9: the new max of each row: this lane's columns, then its quad (lanes ^1, ^2).
@@ -407,15 +420,11 @@ __global__ void __launch_bounds__(Br / kRowsPerWarp * 32, kMinWarpsPerSM / (Br /
     }
     // Line 9: P = exp(S - m_new) in place of S, each one FFMA and one ex2 (in log2 units: exp(x)
     // is exp2(x log2(e))), and this lane's part of each row's sum; l rescaled.
+    each_score([&](int rt, int nb, int e) {
+      s[rt][nb][e] = simt::ex2_approx_ftz(fmaf(s[rt][nb][e], c, -m_safe[rt][e / 2] * c));
+    });
     CH06_UNROLL
     for (int rt = 0; rt < kRowTiles; ++rt) {
-      CH06_UNROLL
-      for (int nb = 0; nb < kKeyBlocks; ++nb) {
-        CH06_UNROLL
-        for (int e = 0; e < 4; ++e) {
-          s[rt][nb][e] = simt::ex2_approx_ftz(fmaf(s[rt][nb][e], c, -m_safe[rt][e / 2] * c));
-        }
-      }
       CH06_UNROLL
       for (int h = 0; h < 2; ++h) {
         float tile_sum = 0.0f;
@@ -465,13 +474,7 @@ __global__ void __launch_bounds__(Br / kRowsPerWarp * 32, kMinWarpsPerSM / (Br /
       for (int nd2 = 0; nd2 < kDBlocks / 2; ++nd2) {
         std::uint32_t v_frag[4];
         simt::ldmatrix_x4_trans(v_frag, Vs + columns_right(v_at, nd2) + ks * 16 * HEAD_DIM);
-        const std::uint32_t b_lo[2] = {v_frag[0], v_frag[1]};
-        const std::uint32_t b_hi[2] = {v_frag[2], v_frag[3]};
-        CH06_UNROLL
-        for (int rt = 0; rt < kRowTiles; ++rt) {
-          Ops::mma(acc[rt][2 * nd2], p_frag[ks][rt], b_lo);
-          Ops::mma(acc[rt][2 * nd2 + 1], p_frag[ks][rt], b_hi);
-        }
+        mma_row_tiles<Ops>(acc, 2 * nd2, p_frag[ks], v_frag);
       }
     }
     CH06_UNROLL
