@@ -4,15 +4,15 @@
 a bare GPU machine first).
 
   step        budget  what
-  build        110 s  configure the cuda preset (with the libraries carried in .deps/ where there
+  build        100 s  configure the cuda preset (with the libraries carried in .deps/ where there
                       are some) and build the target gpu_check: every program the steps below run
-  gpu-tests     35 s  ctest -L gpu: every test labelled gpu, on the GPU
+  gpu-tests     30 s  ctest -L gpu: every test labelled gpu, on the GPU
   sanitizer    100 s  compute-sanitizer racecheck, memcheck, initcheck (SIMT_POISON=0) and synccheck
                       on the [sanitizer] test cases of every SANITIZER GPU test, 8 at a time
   ...                 the steps that cmake/GpuCheck.cmake lists in build/<preset>/gpu_check.json,
                       in the order the chapters declare them (benchmarks, torch beside them, Nsight
                       Compute, reports), each with its own budget
-  report        15 s  docs/benchmarks.md (below its marker line), its figure redrawn, the files
+  report        10 s  docs/benchmarks.md (below its marker line), its figure redrawn, the files
                       that come back and the summary, printed last
 
 Nothing here lists what to build or run: the manifest (gpu_check.json) is written by CMake from
@@ -58,7 +58,7 @@ sys.path.insert(0, HERE)
 import gpu_deps  # noqa: E402
 
 TOTAL_BUDGET = 480        # seconds: 8 minutes on one H200, build included
-BUILT_IN = {"build": 110, "gpu-tests": 35, "sanitizer": 100, "report": 15}
+BUILT_IN = {"build": 100, "gpu-tests": 30, "sanitizer": 100, "report": 10}
 MIN_STEP = 5              # a step that cannot get this many seconds is skipped (out of time)
 BUILD_LIMIT = 240         # the build may overrun its budget up to this; the steps after it get less
 SKIP_STATUS = 77          # a step that cannot measure here (cmake/GpuCheck.cmake)
@@ -666,8 +666,9 @@ class Check:
             return self._versions
         cuda = subprocess.run(["nvcc", "--version"], capture_output=True, text=True).stdout if shutil.which("nvcc") else ""
         m = re.search(r"release ([0-9.]+)", cuda)
-        torch = subprocess.run([shutil.which("python3") or sys.executable, "-c", "import torch; print(torch.__version__)"],
-                               capture_output=True, text=True)
+        # torch's version from its package's metadata: importing torch would take seconds.
+        torch = subprocess.run([shutil.which("python3") or sys.executable, "-c",
+                                "import importlib.metadata as m; print(m.version('torch'))"], capture_output=True, text=True)
         self._versions = (m.group(1) if m else "unknown",
                           torch.stdout.strip() if torch.returncode == 0 else "not installed")
         return self._versions
