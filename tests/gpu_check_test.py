@@ -242,7 +242,8 @@ class ExitStatus(unittest.TestCase):
         with open(os.path.join(machine.out, "benchmarks.md")) as f:
             report = f.read()
         self.assertIn("| flash-attention-2 (ch05) | 64 | 64 | no | 0.005 |", report)
-        self.assertIn("torch sdpa MATH fwd", report)          # torch's rows under the benchmark's
+        # torch's rows continue the benchmark's table
+        self.assertIn("| flash-attention-2 (ch05) | 64 | 64 | no | 0.005 | 0.20 | 0.5 | 20 |\n| torch sdpa MATH fwd", report)
         self.assertIn("| flash-attention-2 (ch05) | 64 | 64 | no | 2 | 0.5 |", report)  # ncu: 2 MB, model 0.5
         self.assertIn("NVIDIA H200, 570.86.15", report)
         self.assertIn("4 of 4 runs clean", out)               # initcheck saw SIMT_POISON=0
