@@ -37,7 +37,8 @@ DeviceRun run_naive_attention(std::span<const float> Q, std::span<const float> K
 }  // namespace gpu
 
 // The profiled copy of the CPU kernels (cmake/SimtProfile.cmake; built where SIMT_PROFILED_KERNELS
-// is 1): the same source, every memory access counted by simt's profile (common/simt/profile.h).
+// is 1): the same source, every memory access seen by simt's profile and race checker
+// (common/simt/profile.h, racecheck.h).
 namespace cpu_profiled {
 void launch_naive_attention(const float* Q, const float* K, const float* V, float* S, float* P, float* O,
                             const DeviceProblem& problem);

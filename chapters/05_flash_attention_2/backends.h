@@ -48,7 +48,8 @@ DeviceRun run_flash_attention_2(std::span<const float> Q, std::span<const float>
 }  // namespace gpu
 
 // The profiled copy of the CPU kernels (cmake/SimtProfile.cmake; built where SIMT_PROFILED_KERNELS
-// is 1): the same source, every memory access counted by simt's profile (common/simt/profile.h).
+// is 1): the same source, every memory access seen by simt's profile and race checker
+// (common/simt/profile.h, racecheck.h).
 namespace cpu_profiled {
 void launch_flash_attention_2(const float* Q, const float* K, const float* V, float* O, float* L,
                               const DeviceProblem& problem);

@@ -7,18 +7,18 @@
 #include <fmt/ranges.h>
 
 #include "common/memory.h"
-#include "common/simt/profile.h"
+#include "common/simt/profiled_copy.h"
 
 namespace ch05 {
 
 namespace {
 
-// The CPU copy of the kernels: the profiled one while simt's profile records (--profile; see
-// common/simt/profile.h), the ordinary one otherwise.
+// The CPU copy of the kernels: the profiled one while simt's profile records or its race checker is
+// on (--profile, --racecheck; common/simt/profiled_copy.h), the ordinary one otherwise.
 DeviceRun run_on_cpu(std::span<const float> Q, std::span<const float> K, std::span<const float> V,
                      const DeviceProblem& problem) {
 #if SIMT_PROFILED_KERNELS
-  if (simt::profile::recording()) return cpu_profiled::run_flash_attention_2(Q, K, V, problem);
+  if (simt::use_profiled_copy()) return cpu_profiled::run_flash_attention_2(Q, K, V, problem);
 #endif
   return cpu::run_flash_attention_2(Q, K, V, problem);
 }

@@ -67,4 +67,13 @@ void prepare_tensor_cores(const DeviceProblem& problem);
 void enqueue_tensor_cores(const void* Q, const void* K, const void* V, void* O, float* L, const DeviceProblem& problem);
 }  // namespace gpu
 
+// The profiled copy of the CPU kernel (cmake/SimtProfile.cmake; built where SIMT_PROFILED_KERNELS is
+// 1): the same source, every memory access seen by simt's profile and race checker
+// (common/simt/profile.h, racecheck.h).
+namespace cpu_profiled {
+void launch_tensor_cores(const void* Q, const void* K, const void* V, void* O, float* L, const DeviceProblem& problem);
+DeviceRun run_tensor_cores(std::span<const std::uint16_t> Q, std::span<const std::uint16_t> K,
+                           std::span<const std::uint16_t> V, const DeviceProblem& problem);
+}  // namespace cpu_profiled
+
 }  // namespace ch06

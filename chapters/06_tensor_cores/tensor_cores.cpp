@@ -11,6 +11,7 @@
 #include <fmt/ranges.h>
 
 #include "common/attention_shapes.h"
+#include "common/simt/profiled_copy.h"
 #include "common/simt/simt.h"
 
 namespace ch06 {
@@ -27,6 +28,16 @@ std::uint16_t element_bits(float x, ElementType element) {
 float element_value(std::uint16_t bits, ElementType element) {
   return element == ElementType::bf16 ? static_cast<float>(std::bit_cast<simt::bf16>(bits))
                                       : static_cast<float>(std::bit_cast<simt::f16>(bits));
+}
+
+// The CPU copy of the kernel: the profiled one while simt's profile records or its race checker is
+// on (--profile, --racecheck; common/simt/profiled_copy.h), the ordinary one otherwise.
+DeviceRun run_on_cpu(std::span<const std::uint16_t> Q, std::span<const std::uint16_t> K,
+                     std::span<const std::uint16_t> V, const DeviceProblem& problem) {
+#if SIMT_PROFILED_KERNELS
+  if (simt::use_profiled_copy()) return cpu_profiled::run_tensor_cores(Q, K, V, problem);
+#endif
+  return cpu::run_tensor_cores(Q, K, V, problem);
 }
 
 }  // namespace
@@ -88,8 +99,7 @@ Result tensor_core_attention(const fa::Tensor4<float>& Q, const fa::Tensor4<floa
   const std::vector<std::uint16_t> k = to_element_bits(K, options.element, "K");
   const std::vector<std::uint16_t> v = to_element_bits(V, options.element, "V");
   DeviceRun run = fa::run_on(
-      device, [&] { return cpu::run_tensor_cores(q, k, v, problem); },
-      [&] { return gpu::run_tensor_cores(q, k, v, problem); });
+      device, [&] { return run_on_cpu(q, k, v, problem); }, [&] { return gpu::run_tensor_cores(q, k, v, problem); });
   fa::Tensor4<float> O(Q.shape);
   for (std::size_t n = 0; n < O.values.size(); ++n) O.values[n] = element_value(run.O[n], options.element);
   return {std::move(O), std::move(run.L), run.elapsed_ms};

@@ -479,8 +479,8 @@ DeviceRun run_tensor_cores(std::span<const std::uint16_t> Q, std::span<const std
   simt::DeviceBuffer<std::uint16_t> dQ(Q), dK(K), dV(V);
   simt::DeviceBuffer<std::uint16_t> dO(Q.size());
   simt::DeviceBuffer<float> dL(static_cast<std::size_t>(problem.batch_heads) * problem.seq_len_q);
-  dO.fill(0x7fff);  // NaN in bf16 and in fp16: an unwritten output cannot pass for a result
-  dL.fill(std::numeric_limits<float>::quiet_NaN());
+  dO.poison();  // NaN in bf16 and in fp16: an unwritten output cannot pass for a result
+  dL.poison();
 
   const auto start = std::chrono::steady_clock::now();
   launch_tensor_cores(dQ.data(), dK.data(), dV.data(), dO.data(), dL.data(), problem);

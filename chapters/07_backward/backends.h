@@ -60,4 +60,15 @@ BackwardRun run_backward(std::span<const float> Q, std::span<const float> K, std
                          const DeviceProblem& problem);
 }  // namespace gpu
 
+// The profiled copy of the CPU kernels (cmake/SimtProfile.cmake; built where SIMT_PROFILED_KERNELS
+// is 1): the same source, every memory access seen by simt's profile and race checker
+// (common/simt/profile.h, racecheck.h).
+namespace cpu_profiled {
+void launch_backward(const float* Q, const float* K, const float* V, const float* O, const float* L, const float* dO,
+                     float* D, float* dQ, float* dK, float* dV, const DeviceProblem& problem);
+BackwardRun run_backward(std::span<const float> Q, std::span<const float> K, std::span<const float> V,
+                         std::span<const float> O, std::span<const float> L, std::span<const float> dO,
+                         const DeviceProblem& problem);
+}  // namespace cpu_profiled
+
 }  // namespace ch07

@@ -9,8 +9,24 @@
 #include <fmt/ranges.h>
 
 #include "common/attention_shapes.h"
+#include "common/simt/profiled_copy.h"
 
 namespace ch07 {
+
+namespace {
+
+// The CPU copy of the kernels: the profiled one while simt's profile records or its race checker is
+// on (--profile, --racecheck; common/simt/profiled_copy.h), the ordinary one otherwise.
+BackwardRun run_on_cpu(std::span<const float> Q, std::span<const float> K, std::span<const float> V,
+                       std::span<const float> O, std::span<const float> L, std::span<const float> dO,
+                       const DeviceProblem& problem) {
+#if SIMT_PROFILED_KERNELS
+  if (simt::use_profiled_copy()) return cpu_profiled::run_backward(Q, K, V, O, L, dO, problem);
+#endif
+  return cpu::run_backward(Q, K, V, O, L, dO, problem);
+}
+
+}  // namespace
 
 void check_head_dim(std::size_t head_dim) {
   if (std::find(kHeadDims.begin(), kHeadDims.end(), static_cast<int>(head_dim)) == kHeadDims.end()) {
@@ -40,7 +56,7 @@ Gradients flash_attention_2_backward(const fa::Tensor4<float>& Q, const fa::Tens
   const DeviceProblem problem{fa::device_problem("attention backward", shape, options.scale, options.causal),
                               options.dq == DqMethod::deterministic};
   BackwardRun run = fa::run_on(
-      device, [&] { return cpu::run_backward(Q.values, K.values, V.values, O.values, L, dO.values, problem); },
+      device, [&] { return run_on_cpu(Q.values, K.values, V.values, O.values, L, dO.values, problem); },
       [&] { return gpu::run_backward(Q.values, K.values, V.values, O.values, L, dO.values, problem); });
   return {fa::Tensor4<float>(Q.shape, std::move(run.dQ)), fa::Tensor4<float>(K.shape, std::move(run.dK)),
           fa::Tensor4<float>(V.shape, std::move(run.dV)), std::move(run.D), run.elapsed_ms};

@@ -377,8 +377,8 @@ BackwardRun run_backward(std::span<const float> Q, std::span<const float> K, std
   simt::DeviceBuffer<float> q(Q), k(K), v(V), o(O), l(L), d_o(dO);
   simt::DeviceBuffer<float> dq(Q.size()), dk(K.size()), dv(V.size()), d(L.size());
   // An unwritten output cannot pass for a result; and for the atomic method, a dQ that line 3
-  // forgot to zero stays NaN.
-  for (simt::DeviceBuffer<float>* out : {&dq, &dk, &dv, &d}) out->fill(std::numeric_limits<float>::quiet_NaN());
+  // forgot to zero stays NaN, and simt's race checker reports its read (common/simt/racecheck.h).
+  for (simt::DeviceBuffer<float>* out : {&dq, &dk, &dv, &d}) out->poison();
 
   const auto start = std::chrono::steady_clock::now();
   launch_backward(q.data(), k.data(), v.data(), o.data(), l.data(), d_o.data(), d.data(), dq.data(), dk.data(),

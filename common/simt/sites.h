@@ -1,0 +1,32 @@
+// Internal to common/simt: access sites, as the memory profile (profile.h) and the race checker
+// (racecheck.h) name them.
+//
+// A site is one place in a kernel that touches memory. For an ordinary load or store of a
+// profiled kernel copy it is the return address of the hook call before it (a code address in the
+// program); for simt's own instructions (ldmatrix, cp.async, atomicAdd) it is the place the kernel
+// calls them from, a std::source_location, turned into a key with the top bit set (no user-space
+// code address has it). Either way the key is one integer, and file and line are looked up only
+// when a report is written: in the program's debug information (elfutils' libdw, where it was
+// found at build time) for a code address.
+#pragma once
+
+#include <cstdint>
+#include <source_location>
+#include <string>
+
+namespace simt::sites {
+
+// The key of a source_location (the same key for the same file, line and column).
+std::uintptr_t key(const std::source_location& site);
+
+struct SourceLine {
+  std::string file;  // from the repository's top folder where the path is inside it; empty: unknown
+  int line = 0;
+};
+// File and line of a key; {} where the debug information has none.
+SourceLine source_line(std::uintptr_t key);
+
+// "file:line", or "0x... (no line information)".
+std::string where(std::uintptr_t key, const SourceLine& line);
+
+}  // namespace simt::sites
