@@ -959,6 +959,7 @@ void print_report_at_exit() {
 void turn_on(bool with_report) {
   (void)results();  // constructed before the handler is registered, so destroyed after it runs
   (void)launch();
+  sites::make_table();
   if (with_report) {
     static std::once_flag once;
     std::call_once(once, [] { std::atexit(&print_report_at_exit); });

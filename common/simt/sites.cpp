@@ -52,6 +52,8 @@ SourceLine trim_path(SourceLine s) {
 
 }  // namespace
 
+void make_table() { (void)named_sites(); }
+
 std::uintptr_t key(const std::source_location& site) {
   // Per host thread, a cache of the sites already registered (keyed by file pointer and line).
   thread_local std::unordered_map<std::uint64_t, std::uintptr_t> cache;

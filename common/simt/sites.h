@@ -19,6 +19,10 @@ namespace simt::sites {
 // The key of a source_location (the same key for the same file, line and column).
 std::uintptr_t key(const std::source_location& site);
 
+// Makes the table behind key() now, so that it outlives a handler registered with std::atexit
+// after this call (the race checker's report at the end of the program).
+void make_table();
+
 struct SourceLine {
   std::string file;  // from the repository's top folder where the path is inside it; empty: unknown
   int line = 0;
