@@ -39,6 +39,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -240,14 +241,49 @@ struct AsyncSlot {
   std::uint32_t land_interval = 0, land_epoch = 0;
 };
 
+// What a word holds besides its first entry, made the first time a word needs it.
+struct WordExtra {
+  std::vector<Entry> more;            // entries after the first
+  std::vector<IntraPair> intra;       // races between lanes found in this interval
+  std::vector<Candidate> candidates;  // shared memory: reads that may be of unwritten bytes
+};
+
+// One 4-byte word: the first entry inline, so that the common word (one site touches it in an
+// interval) is one cache line.
 struct Word {
-  std::uint32_t stamp = 0;        // the interval `entries`, `intra` and `candidates` belong to
+  std::uint32_t stamp = 0;        // the interval the entries, `intra` and `candidates` belong to
   std::uint32_t block_stamp = 0;  // the block `written` belongs to
   std::uint8_t written = 0;       // shared memory: the bytes earlier intervals of this block wrote
-  std::vector<Entry> entries;
-  std::vector<IntraPair> intra;
-  std::vector<Candidate> candidates;  // shared memory: reads that may be of unwritten bytes
-  AsyncSlot async;
+  bool extras = false;            // `intra` or `candidates` may hold something of this interval
+  std::uint16_t count = 0;        // entries of this interval
+  Entry first;
+  std::unique_ptr<WordExtra> extra;
+
+  std::size_t size() const { return count; }
+  Entry& entry(std::size_t i) { return i == 0 ? first : extra->more[i - 1]; }
+  const Entry& entry(std::size_t i) const { return i == 0 ? first : extra->more[i - 1]; }
+  WordExtra& more() {
+    if (!extra) extra = std::make_unique<WordExtra>();
+    return *extra;
+  }
+  void push(const Entry& e) {
+    if (count++ == 0) {
+      first = e;
+    } else {
+      if (count == 2) more().more.clear();
+      extra->more.push_back(e);
+    }
+  }
+  // A new interval: no entries, nothing found.
+  void reset(std::uint32_t new_stamp) {
+    stamp = new_stamp;
+    count = 0;
+    if (extras) {
+      extra->intra.clear();
+      extra->candidates.clear();
+      extras = false;
+    }
+  }
 };
 
 // A global word of the block: its interval entries, and what the whole block did to it (for the
@@ -265,6 +301,71 @@ struct GlobalWord {
   std::vector<Candidate> candidates;  // reads of bytes unwritten when they were made
   const memory::Allocation* allocation = nullptr;
   std::uint64_t index = 0;  // the word's index in its allocation
+};
+
+// The global words one block touches: an open-addressing table from (allocation, word) to a pool of
+// GlobalWord that keeps its memory from block to block (so that a block allocates nothing once the
+// pool has grown to its size).
+class GlobalWords {
+ public:
+  void clear() {
+    for (std::uint32_t slot : used_slots_) slots_[slot] = kEmpty;
+    used_slots_.clear();
+    used_ = 0;
+  }
+  // The word `index` of allocation `a`, made (empty) the first time in this block.
+  GlobalWord& get(const memory::Allocation& a, std::uint64_t index) {
+    if (2 * (used_ + 1) > slots_.size()) grow();
+    const std::uint64_t key = (a.id << 40) ^ index;
+    std::size_t slot = hash(key) & (slots_.size() - 1);
+    while (slots_[slot] != kEmpty) {
+      GlobalWord& g = pool_[slots_[slot]];
+      if (g.allocation->id == a.id && g.index == index) return g;
+      slot = (slot + 1) & (slots_.size() - 1);
+    }
+    if (used_ == pool_.size()) pool_.emplace_back();
+    GlobalWord& g = pool_[used_];
+    g.word.reset(0);
+    g.summary.clear();
+    g.candidates.clear();
+    g.allocation = &a;
+    g.index = index;
+    slots_[slot] = static_cast<std::uint32_t>(used_++);
+    used_slots_.push_back(static_cast<std::uint32_t>(slot));
+    return g;
+  }
+  // The words of this block, in the order they were first touched.
+  auto begin() const { return pool_.begin(); }
+  auto end() const { return pool_.begin() + static_cast<std::ptrdiff_t>(used_); }
+
+ private:
+  static constexpr std::uint32_t kEmpty = ~std::uint32_t{0};
+  static std::size_t hash(std::uint64_t key) {
+    key ^= key >> 33;
+    key *= 0xff51afd7ed558ccdULL;  // MurmurHash3's 64-bit finaliser
+    key ^= key >> 33;
+    return static_cast<std::size_t>(key);
+  }
+  void grow() {
+    // Twice the slots, and every word of the block placed again (pool entries do not move).
+    std::vector<std::uint32_t> old_used;
+    old_used.swap(used_slots_);
+    const std::vector<std::uint32_t> old_slots = slots_;
+    slots_.assign(std::max<std::size_t>(1024, 2 * slots_.size()), kEmpty);
+    for (std::uint32_t slot : old_used) {
+      const std::uint32_t i = old_slots[slot];
+      const GlobalWord& g = pool_[i];
+      std::size_t s = hash((g.allocation->id << 40) ^ g.index) & (slots_.size() - 1);
+      while (slots_[s] != kEmpty) s = (s + 1) & (slots_.size() - 1);
+      slots_[s] = i;
+      used_slots_.push_back(static_cast<std::uint32_t>(s));
+    }
+  }
+
+  std::vector<std::uint32_t> slots_;       // pool index, or kEmpty
+  std::vector<std::uint32_t> used_slots_;  // the slots in use, to clear them
+  std::deque<GlobalWord> pool_;            // a deque: words keep their address as the pool grows
+  std::size_t used_ = 0;
 };
 
 // ---- The launch: global words between blocks (step 6) ------------------------------------------
@@ -500,6 +601,7 @@ class BlockChecker {
     shared_end_ = shared_begin_ + shared_bytes;
     tls_ = memory::program_thread_local_storage();
     allocations_ = memory::allocations();
+    last_allocation_ = nullptr;
     {
       Launch& l = launch();
       std::scoped_lock lock(l.mutex);
@@ -516,6 +618,7 @@ class BlockChecker {
     global_.clear();
     touched_.clear();
     records_.clear();
+    async_used_ = false;
   }
 
   void warp_sync(unsigned warp) {
@@ -534,7 +637,7 @@ class BlockChecker {
     {
       Launch& l = launch();
       std::scoped_lock lock(l.mutex);
-      for (const auto& [key, g] : global_) {
+      for (const GlobalWord& g : global_) {
         for (const Summary& s : g.summary) merge_summary(l, *g.allocation, g.index, s, block_);
         if (!g.candidates.empty()) {
           LaunchWord& w = shadow_of(l, *g.allocation).words[g.index];
@@ -570,27 +673,31 @@ class BlockChecker {
           word.block_stamp = block_stamp_;
           word.written = 0;
         }
-        check_async_slot(word, x, mask, target, w);
+        if (async_used_) check_async_slot(async_slot(target.static_shared, w), x, mask, target, w);
         add_to_interval(word, x, mask, Location{&word, nullptr, target.static_shared, w});
         if (reads_memory) {
           // Step 7: bytes neither an earlier interval nor a store of this one (so far) wrote.
           std::uint8_t covered = word.written;
-          for (const Entry& e : word.entries) {
+          for (std::size_t i = 0; i < word.size() && (mask & ~covered) != 0; ++i) {
+            const Entry& e = word.entry(i);
             if (e.op == Operation::write || e.op == Operation::cp_async_write) covered |= e.mask;
           }
           const std::uint8_t unwritten = mask & static_cast<std::uint8_t>(~covered);
-          if (unwritten != 0)
-            add_candidate(word.candidates, {x.site, block_, x.position, x.thread, op, unwritten, x.bytes});
+          if (unwritten != 0) {
+            add_candidate(word.more().candidates, {x.site, block_, x.position, x.thread, op, unwritten, x.bytes});
+            word.extras = true;
+          }
         }
       }
       return;
     }
     // Global memory: the written bits (step 7), then the block's interval and summary.
     const std::shared_ptr<memory::WrittenBits>& bits = target.allocation->written;
+    const bool unwritten_bytes = bits && reads_memory && !bits->all_written(target.offset, bytes);
     for (std::uint64_t w = first; w <= last; ++w) {
       const std::uint8_t mask = word_mask(target.offset, bytes, w);
       GlobalWord& g = global_word(*target.allocation, w);
-      if (bits && reads_memory) {
+      if (unwritten_bytes) {
         std::uint8_t unwritten = 0;
         for (unsigned b = 0; b < kWordBytes; ++b) {
           if (((mask >> b) & 1u) != 0 && !bits->all_written(w * kWordBytes + b, 1)) {
@@ -608,6 +715,7 @@ class BlockChecker {
 
   void async_issued(unsigned thread, std::uintptr_t site, const void* shared_dst, const void* global_src, bool valid) {
     if (thread >= threads_) return;
+    async_used_ = true;
     if (valid) access(thread, site, reinterpret_cast<std::uintptr_t>(global_src), 16, Operation::cp_async_read);
     const auto dst = reinterpret_cast<std::uintptr_t>(shared_dst);
     access(thread, site, dst, 16, Operation::cp_async_write);
@@ -615,7 +723,7 @@ class BlockChecker {
     if (!classify(dst, 16, target) || target.space != Space::shared) return;
     const auto warp = thread / kWarpLanes;
     for (std::uint64_t w = target.offset / kWordBytes; w <= (target.offset + 15) / kWordBytes; ++w) {
-      AsyncSlot& slot = shared_word(target.static_shared, w).async;
+      AsyncSlot& slot = async_slot(target.static_shared, w);
       slot = AsyncSlot{};
       slot.block_stamp = block_stamp_;
       slot.issuer = static_cast<std::uint16_t>(thread);
@@ -627,11 +735,12 @@ class BlockChecker {
   }
 
   void async_landed(unsigned thread, const void* shared_dst) {
+    if (!async_used_) return;
     Target target;
     const auto dst = reinterpret_cast<std::uintptr_t>(shared_dst);
     if (thread >= threads_ || !classify(dst, 16, target) || target.space != Space::shared) return;
     for (std::uint64_t w = target.offset / kWordBytes; w <= (target.offset + 15) / kWordBytes; ++w) {
-      AsyncSlot& slot = shared_word(target.static_shared, w).async;
+      AsyncSlot& slot = async_slot(target.static_shared, w);
       if (slot.block_stamp != block_stamp_ || slot.issuer != thread || slot.landed) continue;
       slot.landed = true;
       slot.land_interval = interval_;
@@ -662,7 +771,10 @@ class BlockChecker {
       t.offset = a - shared_begin_;
       return true;
     }
-    if (const memory::Allocation* buffer = memory::find(*allocations_, a)) {
+    const memory::Allocation* buffer = last_allocation_;  // most accesses are to the buffer of the one before
+    if (buffer == nullptr || a < buffer->begin || a >= buffer->end) buffer = memory::find(*allocations_, a);
+    if (buffer != nullptr) {
+      last_allocation_ = buffer;
       if (a + bytes > buffer->end) return false;
       t.space = Space::global;
       t.allocation = buffer;
@@ -684,15 +796,15 @@ class BlockChecker {
     return static_[w];
   }
 
-  GlobalWord& global_word(const memory::Allocation& a, std::uint64_t w) {
-    const std::uint64_t key = (a.id << 36) ^ w;
-    auto [it, added] = global_.try_emplace(key);
-    if (added) {
-      it->second.allocation = &a;
-      it->second.index = w;
-    }
-    return it->second;
+  // The cp.async slots, kept apart from the words: most kernels never issue one.
+  AsyncSlot& async_slot(bool static_shared, std::uint64_t w) {
+    std::vector<AsyncSlot>& slots = static_shared ? static_async_ : dynamic_async_;
+    const std::size_t words = static_shared ? (tls_.end - tls_.begin + kWordBytes - 1) / kWordBytes : dynamic_.size();
+    if (slots.size() < words) slots.resize(words);
+    return slots[w];
   }
+
+  GlobalWord& global_word(const memory::Allocation& a, std::uint64_t w) { return global_.get(a, w); }
 
   void add_to_summary(GlobalWord& g, const Actor& x, std::uint8_t mask) {
     for (Summary& s : g.summary) {
@@ -709,10 +821,7 @@ class BlockChecker {
   // Steps 2 and 3.
   void add_to_interval(Word& word, const Actor& x, std::uint8_t mask, const Location& where) {
     if (word.stamp != stamp_) {
-      word.stamp = stamp_;
-      word.entries.clear();
-      word.intra.clear();
-      word.candidates.clear();
+      word.reset(stamp_);
       touched_.push_back(where);
     }
     // Lanes of x's warp in x's epoch that made an access of an entry that races with x: found
@@ -723,8 +832,8 @@ class BlockChecker {
     Near candidates[8];
     unsigned found = 0;
     int own = -1;
-    for (std::size_t i = 0; i < word.entries.size(); ++i) {
-      const Entry& e = word.entries[i];
+    for (std::size_t i = 0; i < word.size(); ++i) {
+      const Entry& e = word.entry(i);
       if (e.site == x.site && e.op == x.op && e.mask == mask) own = static_cast<int>(i);
       if (!can_race(e.op, x.op) || (e.mask & mask) == 0) continue;
       if (e.warp[1] != kNone || e.warp[0] != x.warp || e.epoch != x.epoch) continue;
@@ -744,10 +853,10 @@ class BlockChecker {
       e.op = x.op;
       e.mask = mask;
       e.bytes = x.bytes;
-      word.entries.push_back(e);
-      own = static_cast<int>(word.entries.size() - 1);
+      word.push(e);
+      own = static_cast<int>(word.size() - 1);
     } else {
-      join(word.entries[static_cast<std::size_t>(own)], x);
+      join(word.entry(static_cast<std::size_t>(own)), x);
     }
     for (unsigned c = 0; c < found; ++c) {
       add_intra(word, static_cast<std::uint16_t>(own), candidates[c].entry, x.thread, candidates[c].other);
@@ -786,7 +895,7 @@ class BlockChecker {
   static void add_intra(Word& word, std::uint16_t a, std::uint16_t b, std::uint16_t t1, std::uint16_t t2) {
     if (a > b) std::swap(a, b);
     if (t1 > t2) std::swap(t1, t2);
-    for (IntraPair& p : word.intra) {
+    for (IntraPair& p : word.more().intra) {
       if (p.a == a && p.b == b) {
         if (std::tie(t1, t2) < std::tie(p.t1, p.t2)) {
           p.t1 = t1;
@@ -795,12 +904,12 @@ class BlockChecker {
         return;
       }
     }
-    word.intra.push_back({a, b, t1, t2});
+    word.extra->intra.push_back({a, b, t1, t2});
+    word.extras = true;
   }
 
   // Step 5: x against the open cp.async on its word, if any.
-  void check_async_slot(Word& word, const Actor& x, std::uint8_t mask, const Target& target, std::uint64_t w) {
-    AsyncSlot& s = word.async;
+  void check_async_slot(AsyncSlot& s, const Actor& x, std::uint8_t mask, const Target& target, std::uint64_t w) {
     if (s.block_stamp != block_stamp_ || s.issuer == kNone) return;
     const std::uint16_t issuer_warp = s.issuer / kWarpLanes;
     if (s.landed) {
@@ -850,11 +959,11 @@ class BlockChecker {
       target.space = space;
       target.static_shared = where.static_shared;
       if (where.global != nullptr) target.allocation = where.global->allocation;
-      const std::size_t n = word.entries.size();
+      const std::size_t n = word.size();
       for (std::size_t i = 0; i < n; ++i) {
         for (std::size_t j = i; j < n; ++j) {
-          const Entry& a = word.entries[i];
-          const Entry& b = word.entries[j];
+          const Entry& a = word.entry(i);
+          const Entry& b = word.entry(j);
           const std::uint8_t both = a.mask & b.mask;
           if (!can_race(a.op, b.op) || both == 0) continue;
           Example e = example(target, where.index, both);
@@ -877,9 +986,11 @@ class BlockChecker {
           if (found) {
             e.who = Who::warps;
           } else {
-            const auto pair = std::find_if(word.intra.begin(), word.intra.end(),
-                                           [&](const IntraPair& ip) { return ip.a == i && ip.b == j; });
-            if (pair == word.intra.end()) continue;
+            if (!word.extras) continue;
+            const std::vector<IntraPair>& intra = word.extra->intra;
+            const auto pair =
+                std::find_if(intra.begin(), intra.end(), [&](const IntraPair& ip) { return ip.a == i && ip.b == j; });
+            if (pair == intra.end()) continue;
             e.who = Who::lanes;
             e.thread_a = pair->t1;
             e.thread_b = pair->t2;
@@ -891,19 +1002,22 @@ class BlockChecker {
       if (space == Space::global) continue;  // global reads are decided at the end of the launch
       // Step 7 for shared memory: a candidate read stays uninitialised unless another thread writes
       // its bytes in this interval (then the race rules speak), or its own thread did before it.
-      for (const Candidate& c : word.candidates) {
-        const bool written = std::any_of(word.entries.begin(), word.entries.end(), [&](const Entry& e) {
-          return (e.op == Operation::write || e.op == Operation::cp_async_write) && (e.mask & c.mask) != 0 &&
-                 (!e.only_thread(c.thread) || e.position < c.position);
-        });
+      static const std::vector<Candidate> none;
+      for (const Candidate& c : word.extras ? word.extra->candidates : none) {
+        bool written = false;
+        for (std::size_t i = 0; i < word.size() && !written; ++i) {
+          const Entry& e = word.entry(i);
+          written = (e.op == Operation::write || e.op == Operation::cp_async_write) && (e.mask & c.mask) != 0 &&
+                    (!e.only_thread(c.thread) || e.position < c.position);
+        }
         if (written) continue;
         Example e = example(target, where.index, c.mask);
         e.who = Who::uninitialised;
         e.thread_a = e.thread_b = c.thread;
         records_[HazardKey{Kind::uninitialised_read, Space::shared, false, c.site_op(), SiteOp{}}].add(1, e);
       }
-      for (const Entry& e : word.entries) {
-        if (is_write(e.op)) word.written |= e.mask;  // for the intervals after this one
+      for (std::size_t i = 0; i < word.size(); ++i) {
+        if (is_write(word.entry(i).op)) word.written |= word.entry(i).mask;  // for the intervals after this one
       }
     }
     touched_.clear();
@@ -916,14 +1030,17 @@ class BlockChecker {
   std::uintptr_t shared_begin_ = 0, shared_end_ = 0;
   memory::Range tls_;
   memory::Allocations allocations_;
+  mutable const memory::Allocation* last_allocation_ = nullptr;
   Arguments arguments_;
   std::uint32_t interval_ = 0;
   std::uint32_t block_stamp_ = 0, stamp_ = 0;
-  std::vector<std::uint32_t> positions_;  // per thread: accesses since the last barrier
-  std::vector<std::uint32_t> epochs_;     // per warp: warp-collective operations completed
-  std::vector<Word> dynamic_;             // per word of dynamic shared memory (kept between blocks)
-  std::vector<Word> static_;              // per word of the thread-local block (static __shared__)
-  std::unordered_map<std::uint64_t, GlobalWord> global_;
+  std::vector<std::uint32_t> positions_;                 // per thread: accesses since the last barrier
+  std::vector<std::uint32_t> epochs_;                    // per warp: warp-collective operations completed
+  std::vector<Word> dynamic_;                            // per word of dynamic shared memory (kept between blocks)
+  std::vector<Word> static_;                             // per word of the thread-local block (static __shared__)
+  std::vector<AsyncSlot> dynamic_async_, static_async_;  // the same words' cp.async slots
+  bool async_used_ = false;                              // this block has issued a cp.async
+  GlobalWords global_;
   std::vector<Location> touched_;
   Records records_;
 };
