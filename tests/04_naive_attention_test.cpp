@@ -16,7 +16,6 @@
 #include "chapters/04_naive_attention/naive_attention.h"
 #include "common/attention_shapes.h"
 #include "common/compare.h"
-#include "racecheck_support.h"
 
 namespace {
 
@@ -145,22 +144,3 @@ TEST_CASE("naive attention refuses shapes that do not fit together", "[ch04]") {
   CHECK_THROWS_AS(ch04::naive_attention(in.Q, in.K, in.Q, {}, kDevice), std::invalid_argument);
   CHECK_THROWS_AS(ch04::naive_attention(in.Q, in.K, in.V, {.scale = std::nan("")}, kDevice), std::invalid_argument);
 }
-
-#if SIMT_PROFILED_KERNELS && !FA_TEST_ON_GPU
-// simt's race checker on the three kernels: the short list of shapes (a single query, a ragged key
-// tile, tails, both sides of the causal diagonal, rows that see no key), causal or not.
-TEST_CASE("the three kernels have no race and read no unwritten memory (simt's race checker)", "[ch04][racecheck]") {
-  fa_test::require_race_free([] {
-    std::uint64_t launches = 0;
-    for (const auto& [seq_len_q, seq_len_k] : fa_test::short_sequence_lengths()) {
-      for (const bool causal : {false, true}) {
-        const auto in = fa_test::make_inputs(1, 2, seq_len_q, seq_len_k, 16, fa::default_scale(16),
-                                             fa_test::Scores::normal, 4700 + seq_len_q + seq_len_k);
-        (void)ch04::naive_attention(in.Q, in.K, in.V, {.causal = causal}, fa::Device::cpu);
-        launches += 3;  // scores, softmax, P V
-      }
-    }
-    return launches;
-  });
-}
-#endif

@@ -20,7 +20,6 @@
 #include "chapters/05_flash_attention_2/flash_attention_2.h"
 #include "common/attention_shapes.h"
 #include "common/compare.h"
-#include "racecheck_support.h"
 
 namespace {
 
@@ -190,30 +189,5 @@ TEST_CASE("asking for the GPU where there is none is a clear error", "[ch05]") {
   if (fa::gpu_available()) FA_SKIP("this machine has a GPU: the error cannot be shown here");
   const auto in = fa_test::make_inputs(1, 1, 4, 4, 32, 0.1, fa_test::Scores::normal, 5400);
   CHECK_THROWS_AS(ch05::flash_attention_2(in.Q, in.K, in.V, {}, fa::Device::gpu), std::runtime_error);
-}
-#endif
-
-#if SIMT_PROFILED_KERNELS && !FA_TEST_ON_GPU
-// simt's race checker on the kernel, every tile: a single query against a ragged key tile, tails,
-// both sides of the causal diagonal with rows that see no key, causal or not, at head dim 64; and
-// the other head dims on one shape. (The barriers and tiles do not depend on the head dim; the
-// loops over it do.)
-TEST_CASE("the kernel has no race and reads no unwritten memory (simt's race checker)", "[ch05][racecheck]") {
-  fa_test::require_race_free([] {
-    std::uint64_t launches = 0;
-    const auto run = [&](std::size_t seq_len_q, std::size_t seq_len_k, std::size_t head_dim, bool causal) {
-      const auto in = fa_test::make_inputs(1, 2, seq_len_q, seq_len_k, head_dim, fa::default_scale(head_dim),
-                                           fa_test::Scores::normal, 5700 + seq_len_q + seq_len_k + head_dim);
-      for (const ch05::TileShape& tile : ch05::kTileShapes) {
-        (void)ch05::flash_attention_2(in.Q, in.K, in.V, {.causal = causal, .tile = tile}, fa::Device::cpu);
-        ++launches;
-      }
-    };
-    for (const auto& [seq_len_q, seq_len_k] : {std::pair{1, 257}, std::pair{33, 33}, std::pair{203, 113}}) {
-      for (const bool causal : {false, true}) run(seq_len_q, seq_len_k, 64, causal);
-    }
-    for (const std::size_t head_dim : {32u, 128u}) run(33, 33, head_dim, true);
-    return launches;
-  });
 }
 #endif

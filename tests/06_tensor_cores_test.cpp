@@ -25,7 +25,6 @@
 #include "chapters/06_tensor_cores/tensor_cores.h"
 #include "common/attention_shapes.h"
 #include "common/compare.h"
-#include "racecheck_support.h"
 
 namespace {
 
@@ -269,38 +268,5 @@ TEST_CASE("asking the tensor-core kernel for the GPU where there is none is a cl
   if (fa::gpu_available()) return;  // this machine has one: nothing to check here
   const auto in = fa_test::make_inputs(1, 1, 4, 4, 64, 0.1, fa_test::Scores::normal, 6500);
   CHECK_THROWS_AS(ch06::tensor_core_attention(in.Q, in.K, in.V, {}, fa::Device::gpu), std::runtime_error);
-}
-#endif
-
-#if SIMT_PROFILED_KERNELS && !FA_TEST_ON_GPU
-// simt's race checker on the kernel: the short list of shapes (a single query, a ragged key tile,
-// tails, both sides of the causal diagonal, rows that see no key), both head dims, both tiles,
-// causal or not, the element types alternating. This is where a missing end-of-tile barrier shows:
-// a cp.async of tile j+2 into the buffer another warp's ldmatrix still reads.
-TEST_CASE("the kernel has no race and reads no unwritten memory (simt's race checker)", "[ch06][racecheck]") {
-  fa_test::require_race_free([] {
-    std::uint64_t launches = 0;
-    const auto shapes = fa_test::short_sequence_lengths();
-    for (std::size_t k = 0; k < shapes.size(); ++k) {
-      const auto [seq_len_q, seq_len_k] = shapes[k];
-      for (const int head_dim : ch06::kHeadDims) {
-        const auto d = static_cast<std::size_t>(head_dim);
-        for (const bool causal : {false, true}) {
-          const ElementType element = alternating(k, d, causal);
-          const auto raw = fa_test::make_inputs(1, 2, seq_len_q, seq_len_k, d, fa::default_scale(d),
-                                                fa_test::Scores::normal, 6700 + seq_len_q + seq_len_k + d);
-          const auto Q = ch06::round_to(raw.Q, element, "Q");
-          const auto K = ch06::round_to(raw.K, element, "K");
-          const auto V = ch06::round_to(raw.V, element, "V");
-          for (const ch06::TileShape& tile : ch06::kTileShapes) {
-            (void)ch06::tensor_core_attention(Q, K, V, {.causal = causal, .tile = tile, .element = element},
-                                              fa::Device::cpu);
-            ++launches;
-          }
-        }
-      }
-    }
-    return launches;
-  });
 }
 #endif

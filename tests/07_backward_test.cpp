@@ -23,7 +23,6 @@
 #include "common/attention_shapes.h"
 #include "common/compare.h"
 #include "common/random.h"
-#include "racecheck_support.h"
 #if !FA_TEST_ON_GPU
 #include "common/simt/schedule.h"
 #endif
@@ -96,6 +95,7 @@ void check_case(const Case& c, ch07::DqMethod dq) {
   check_against_reference(p, run(p, c, dq));
 }
 
+#if !FA_TEST_ON_GPU  // (the finite differences below run on the CPU only)
 // The loss whose gradient the reference computes: sum over every element of O * dO, O by chapter 03
 // in double.
 double loss(const fa::Tensor4<double>& Q, const fa::Tensor4<double>& K, const fa::Tensor4<double>& V,
@@ -109,6 +109,7 @@ double loss(const fa::Tensor4<double>& Q, const fa::Tensor4<double>& K, const fa
 fa::Tensor4<double> normal_tensor(fa::Shape4 shape, std::uint64_t seed) {
   return fa::Tensor4<double>(shape, fa::normal<double>(shape.size(), seed));
 }
+#endif
 
 }  // namespace
 
@@ -327,34 +328,5 @@ TEST_CASE("asking the backward pass for the GPU where there is none is a clear e
   const std::vector<float> L(4, 0.0f);
   CHECK_THROWS_AS(ch07::flash_attention_2_backward(in.Q, in.K, in.V, in.Q, L, in.Q, {}, fa::Device::gpu),
                   std::runtime_error);
-}
-#endif
-
-#if SIMT_PROFILED_KERNELS && !FA_TEST_ON_GPU
-// simt's race checker on the kernels, both dQ methods: the short list of shapes (a single query, a
-// ragged key tile, tails, both sides of the causal diagonal, rows that see no key), causal or not.
-// Here a dQ added with += instead of atomicAdd shows: blocks of different key blocks write the same
-// element.
-TEST_CASE("the backward kernels have no race and read no unwritten memory (simt's race checker)", "[ch07][racecheck]") {
-  fa_test::require_race_free([] {
-    std::uint64_t launches = 0;
-    for (const auto& [seq_len_q, seq_len_k] : fa_test::short_sequence_lengths()) {
-      for (const bool causal : {false, true}) {
-        const std::size_t head_dim = 32;
-        const auto in = fa_test::make_inputs(1, 2, seq_len_q, seq_len_k, head_dim, 0.25, Scores::normal,
-                                             7700 + seq_len_q + seq_len_k);
-        const fa::Tensor4<float> dO(in.Q.shape, fa::normal<float>(in.Q.shape.size(), 7799));
-        const auto forward =
-            ch05::flash_attention_2(in.Q, in.K, in.V, {.scale = 0.25, .causal = causal}, fa::Device::cpu);
-        ++launches;
-        for (const auto dq : {ch07::DqMethod::atomic, ch07::DqMethod::deterministic}) {
-          (void)ch07::flash_attention_2_backward(in.Q, in.K, in.V, forward.O, forward.L, dO,
-                                                 {.scale = 0.25, .causal = causal, .dq = dq}, fa::Device::cpu);
-          launches += dq == ch07::DqMethod::atomic ? 2 : 3;  // preprocess, dK dV (and dQ)
-        }
-      }
-    }
-    return launches;
-  });
 }
 #endif
