@@ -42,7 +42,7 @@ void invoke(const void* params) {
 // The pointer arguments of a launch, by position (GridLaunch::pointer_arguments).
 template <class Params, std::size_t... I>
 void note_pointer_arguments(const Params& params, GridLaunch& run, std::index_sequence<I...>) {
-  const auto note = [&](std::size_t i, const auto& argument) {
+  [[maybe_unused]] const auto note = [&](std::size_t i, const auto& argument) {
     if constexpr (std::is_pointer_v<std::decay_t<decltype(argument)>>) {
       if (i < GridLaunch::kArguments) run.pointer_arguments[i] = static_cast<const void*>(argument);
     }
