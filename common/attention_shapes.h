@@ -1,4 +1,4 @@
-// The shapes and conventions that every attention chapter (03, 04, 05) shares.
+// The shapes and conventions that every attention chapter (03 and later) shares.
 //
 //   Q: [batch, heads, seq_len_q, head_dim]     O: [batch, heads, seq_len_q, head_dim]
 //   K: [batch, heads, seq_len_k, head_dim]     L: [batch, heads, seq_len_q]  (row logsumexp)
@@ -8,17 +8,14 @@
 // Causal mask, aligned to the bottom right as FlashAttention 2.1+ does: query i sees the keys
 // j <= i + seq_len_k - seq_len_q. With equal lengths that is j <= i; with seq_len_q > seq_len_k the
 // first seq_len_q - seq_len_k rows see no key at all, and by the book's convention their output is
-// zeros and
-// their L is -inf. (A decoding step, one query against all earlier keys, is seq_len_q = 1: the
+// zeros and their L is -inf. (A decoding step, one query against all earlier keys, is seq_len_q = 1: the
 // query sees every key.)
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
-#include <stdexcept>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "common/tensor.h"
 
@@ -33,20 +30,9 @@ struct AttentionShape {
 };
 
 // Checks that Q, K and V fit together and are not empty, and returns the problem's sizes.
-// Throws std::invalid_argument saying which tensor is wrong and what was expected.
-inline AttentionShape check_attention_shapes(const Shape4& q, const Shape4& k, const Shape4& v) {
-  auto fail = [&](const std::string& what) {
-    throw std::invalid_argument(
-        fmt::format("attention shapes: {} (Q {}, K {}, V {})", what, q.str(), k.str(), v.str()));
-  };
-  if (q.size() == 0 || k.size() == 0) {
-    fail("every dimension must be at least 1");
-  }
-  if (k != v) fail("K and V must have the same shape");
-  if (q.batch != k.batch || q.heads != k.heads) fail("Q, K and V must have the same batch and heads");
-  if (q.head_dim != k.head_dim) fail("Q and K must have the same head_dim");
-  return {q.batch, q.heads, q.seq_len, k.seq_len, q.head_dim};
-}
+// Throws std::invalid_argument saying which tensor is wrong and what was expected
+// (attention_shapes.cpp).
+AttentionShape check_attention_shapes(const Shape4& q, const Shape4& k, const Shape4& v);
 
 // The number of query rows of the problem, batch * heads * seq_len_q: the rows of O and of L.
 inline std::size_t attention_rows(const AttentionShape& s) { return s.batch * s.heads * s.seq_len_q; }

@@ -7,7 +7,7 @@
 //
 // The launch must only put work on the default stream; median_ms records an event before and
 // after it, waits for the second, and reads the time between them (cudaEventElapsedTime, about
-// 0.5 microseconds of resolution). Every CUDA call is checked (common/cuda_check.h).
+// 0.5 microseconds of resolution). Every CUDA call is checked (common/simt/cuda_check.h).
 // Source: CUDA C++ Programming Guide, "Events" (timing with cudaEventRecord/cudaEventElapsedTime).
 #pragma once
 
@@ -17,7 +17,7 @@
 
 #include <cuda_runtime.h>
 
-#include "common/cuda_check.h"  // after <cuda_runtime.h>
+#include "common/simt/cuda_check.h"  // after <cuda_runtime.h>
 
 namespace fa::bench {
 
@@ -28,10 +28,10 @@ template <class T>
 class DeviceArray {
  public:
   explicit DeviceArray(std::size_t count) {
-    FA_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&data_), count * sizeof(T)));
+    SIMT_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&data_), count * sizeof(T)));
   }
   explicit DeviceArray(const std::vector<T>& host) : DeviceArray(host.size()) {
-    FA_CUDA_CHECK(cudaMemcpy(data_, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
+    SIMT_CUDA_CHECK(cudaMemcpy(data_, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
   }
   DeviceArray(const DeviceArray&) = delete;
   DeviceArray& operator=(const DeviceArray&) = delete;
@@ -47,22 +47,22 @@ class DeviceArray {
 template <class Launch>
 double median_ms(const Launch& launch, int warmup, int runs) {
   for (int w = 0; w < warmup; ++w) launch();
-  FA_CUDA_CHECK(cudaDeviceSynchronize());
+  SIMT_CUDA_CHECK(cudaDeviceSynchronize());
   cudaEvent_t start, stop;
-  FA_CUDA_CHECK(cudaEventCreate(&start));
-  FA_CUDA_CHECK(cudaEventCreate(&stop));
+  SIMT_CUDA_CHECK(cudaEventCreate(&start));
+  SIMT_CUDA_CHECK(cudaEventCreate(&stop));
   std::vector<float> times;
   for (int r = 0; r < runs; ++r) {
-    FA_CUDA_CHECK(cudaEventRecord(start));
+    SIMT_CUDA_CHECK(cudaEventRecord(start));
     launch();
-    FA_CUDA_CHECK(cudaEventRecord(stop));
-    FA_CUDA_CHECK(cudaEventSynchronize(stop));
+    SIMT_CUDA_CHECK(cudaEventRecord(stop));
+    SIMT_CUDA_CHECK(cudaEventSynchronize(stop));
     float ms = 0;
-    FA_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    SIMT_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
     times.push_back(ms);
   }
-  FA_CUDA_CHECK(cudaEventDestroy(start));
-  FA_CUDA_CHECK(cudaEventDestroy(stop));
+  SIMT_CUDA_CHECK(cudaEventDestroy(start));
+  SIMT_CUDA_CHECK(cudaEventDestroy(stop));
   std::sort(times.begin(), times.end());
   return times[times.size() / 2];
 }

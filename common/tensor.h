@@ -4,17 +4,25 @@
 // torch.nn.functional.scaled_dot_product_attention: the last index moves fastest, so one head of
 // one batch entry is a contiguous [seq_len, head_dim] matrix. The views below do no allocation and
 // own nothing; Tensor4 owns its values in a std::vector.
+//
+// (No fmt here: a chapter's kernel source, which nvcc compiles, reaches this header through its host
+// header, and nvcc cannot compile fmt. The messages are made in tensor.cpp.)
 #pragma once
 
 #include <cstddef>
 #include <span>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
-#include <fmt/format.h>
-
 namespace fa {
+
+struct Shape4;
+
+namespace detail {
+// Throw std::invalid_argument saying that `count` values cannot fill the shape (tensor.cpp).
+[[noreturn]] void throw_size_mismatch(const char* who, std::size_t count, std::size_t rows, std::size_t cols);
+[[noreturn]] void throw_size_mismatch(const char* who, std::size_t count, const Shape4& shape);
+}  // namespace detail
 
 // A row-major [rows, cols] matrix over memory owned elsewhere. Element (i, j) is data[i*cols + j].
 template <class T>
@@ -23,10 +31,7 @@ class MatrixView {
   MatrixView() = default;
   // Throws std::invalid_argument when data.size() != rows * cols.
   MatrixView(std::span<T> data, std::size_t rows, std::size_t cols) : data_(data.data()), rows_(rows), cols_(cols) {
-    if (data.size() != rows * cols) {
-      throw std::invalid_argument(fmt::format("MatrixView: {} values cannot be viewed as a [{}, {}] matrix (needs {})",
-                                              data.size(), rows, cols, rows * cols));
-    }
+    if (data.size() != rows * cols) detail::throw_size_mismatch("MatrixView", data.size(), rows, cols);
   }
   MatrixView(T* data, std::size_t rows, std::size_t cols) : data_(data), rows_(rows), cols_(cols) {}
   // A view of T is also a view of const T.
@@ -55,9 +60,8 @@ struct Shape4 {
 
   std::size_t size() const { return batch * heads * seq_len * head_dim; }
   bool operator==(const Shape4&) const = default;
-  std::string str() const {
-    return fmt::format("[batch {}, heads {}, seq_len {}, head_dim {}]", batch, heads, seq_len, head_dim);
-  }
+  // "[batch 1, heads 2, seq_len 256, head_dim 64]".
+  std::string str() const;
 };
 
 // A row-major [batch, heads, seq_len, head_dim] tensor over memory owned elsewhere.
@@ -67,10 +71,7 @@ class Tensor4View {
   Tensor4View() = default;
   // Throws std::invalid_argument when data.size() != shape.size().
   Tensor4View(std::span<T> data, Shape4 shape) : data_(data.data()), shape_(shape) {
-    if (data.size() != shape.size()) {
-      throw std::invalid_argument(fmt::format("Tensor4View: {} values cannot be viewed as {} (needs {})", data.size(),
-                                              shape.str(), shape.size()));
-    }
+    if (data.size() != shape.size()) detail::throw_size_mismatch("Tensor4View", data.size(), shape);
   }
   operator Tensor4View<const T>() const { return {std::span<const T>(data_, size()), shape_}; }
 
@@ -101,10 +102,7 @@ struct Tensor4 {
   explicit Tensor4(Shape4 s, T fill = T{}) : shape(s), values(s.size(), fill) {}
   // Throws std::invalid_argument when v.size() != s.size().
   Tensor4(Shape4 s, std::vector<T> v) : shape(s), values(std::move(v)) {
-    if (values.size() != shape.size()) {
-      throw std::invalid_argument(
-          fmt::format("Tensor4: {} values do not fill {} (needs {})", values.size(), shape.str(), shape.size()));
-    }
+    if (values.size() != shape.size()) detail::throw_size_mismatch("Tensor4", values.size(), shape);
   }
 
   Tensor4View<T> view() { return {std::span<T>(values), shape}; }

@@ -2,7 +2,7 @@
 //
 // Compiled twice: 05_flash_attention_2_test runs both chapters' kernels on the CPU through
 // common/simt; 05_flash_attention_2_gpu_test (FA_TEST_ON_GPU) runs them on a GPU, and is SKIPPED
-// where there is none. Every run starts from outputs filled with NaN (backends.h), so an element
+// where there is none. Every run starts from outputs filled with NaN (fa::run_forward, common/chapter.h), so an element
 // the kernel forgets to write cannot pass.
 #include <cmath>
 #include <cstdint>
@@ -36,7 +36,7 @@ struct Case {
   bool causal;
   std::optional<double> scale;  // 1/sqrt(head_dim) when not given
   fa_test::Scores scores;
-  ch05::TileShape tile;
+  fa::Tile tile;
 };
 
 std::string describe(const Case& c, std::uint64_t seed) {
@@ -49,7 +49,7 @@ std::string describe(const Case& c, std::uint64_t seed) {
 
 // Runs chapter 04 once and chapter 05 once per tile shape in `tiles` on the same inputs, and checks
 // O and L of each against chapter 04.
-void check_case(const Case& c, std::span<const ch05::TileShape> tiles) {
+void check_case(const Case& c, std::span<const fa::Tile> tiles) {
   const std::size_t batch = 2, heads = 3;  // so that a wrong batch or head index shows
   const std::uint64_t seed = 5000 + 131 * c.seq_len_q + 17 * c.seq_len_k + c.head_dim +
                              static_cast<std::uint64_t>(c.scores) * 7 + (c.causal ? 3 : 0);
@@ -62,7 +62,7 @@ void check_case(const Case& c, std::span<const ch05::TileShape> tiles) {
     L_ref[r] = ch05::logsumexp(std::span<const float>(naive.S).subspan(r * c.seq_len_k, c.seq_len_k));
   }
 
-  for (const ch05::TileShape& tile : tiles) {
+  for (const fa::Tile& tile : tiles) {
     Case with_tile = c;
     with_tile.tile = tile;
     INFO(describe(with_tile, seed));
@@ -80,9 +80,9 @@ void check_case(const Case& c, std::span<const ch05::TileShape> tiles) {
   }
 }
 
-void check_case(const Case& c) { check_case(c, std::span<const ch05::TileShape>(&c.tile, 1)); }
+void check_case(const Case& c) { check_case(c, std::span<const fa::Tile>(&c.tile, 1)); }
 
-constexpr ch05::TileShape kDefaultTile{64, 64};
+constexpr fa::Tile kDefaultTile{64, 64};
 
 }  // namespace
 

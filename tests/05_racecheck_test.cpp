@@ -19,7 +19,7 @@ TEST_CASE("the kernel has no race and reads no unwritten memory (simt's race che
     const auto run = [&](std::size_t seq_len_q, std::size_t seq_len_k, std::size_t head_dim, bool causal) {
       const auto in = fa_test::make_inputs(1, 1, seq_len_q, seq_len_k, head_dim, fa::default_scale(head_dim),
                                            fa_test::Scores::normal, 5700 + seq_len_q + seq_len_k + head_dim);
-      for (const ch05::TileShape& tile : ch05::kTileShapes) {
+      for (const fa::Tile& tile : ch05::kTileShapes) {
         (void)ch05::flash_attention_2(in.Q, in.K, in.V, {.causal = causal, .tile = tile}, fa::Device::cpu);
         ++launches;
       }

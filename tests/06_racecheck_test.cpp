@@ -27,7 +27,7 @@ TEST_CASE("the kernel has no race and reads no unwritten memory (simt's race che
           const auto Q = ch06::round_to(raw.Q, element, "Q");
           const auto K = ch06::round_to(raw.K, element, "K");
           const auto V = ch06::round_to(raw.V, element, "V");
-          for (const ch06::TileShape& tile : ch06::kTileShapes) {
+          for (const fa::Tile& tile : ch06::kTileShapes) {
             (void)ch06::tensor_core_attention(Q, K, V, {.causal = causal, .tile = tile, .element = element},
                                               fa::Device::cpu);
             ++launches;

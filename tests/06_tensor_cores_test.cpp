@@ -49,7 +49,7 @@ std::string describe(const Case& c, std::uint64_t seed) {
 // Runs chapter 05 once (float32, on the inputs rounded to the element type) and chapter 06 once per
 // tile shape in `tiles` on the same inputs; checks O of each against the error budget and L
 // against chapter 05's L.
-void check_case(const Case& c, std::span<const ch06::TileShape> tiles) {
+void check_case(const Case& c, std::span<const fa::Tile> tiles) {
   // Two heads, so that a wrong head offset shows (the kernel folds batch and heads into one index,
   // blockIdx.y, so one batch entry is enough); chapter 05's tests use 2 x 3 at float32's speed.
   const std::size_t batch = 1, heads = 2;
@@ -65,8 +65,8 @@ void check_case(const Case& c, std::span<const ch06::TileShape> tiles) {
   const ch06::ErrorBudget budget = ch06::error_budget(Q, K, V, c.scale, c.causal, c.element);
   const std::vector<double> L_bound = ch06::L_bounds(Q, K, c.scale, ref.L);
 
-  for (const ch06::TileShape& tile : tiles) {
-    INFO("tile " << ch06::tile_name(tile));
+  for (const fa::Tile& tile : tiles) {
+    INFO("tile " << fa::tile_name(tile));
     const auto out = ch06::tensor_core_attention(
         Q, K, V, {.scale = c.scale, .causal = c.causal, .tile = tile, .element = c.element}, kDevice);
     const auto err = fa::compare(out.O.values, ref.O.values);
@@ -121,9 +121,9 @@ TEST_CASE("tensor cores agree with chapter 05 within the budget, every shape of 
 TEST_CASE("tensor cores agree with chapter 05 within the budget at seq_len 1000", "[ch06]") {
   const auto element = GENERATE(ElementType::bf16, ElementType::f16);
   const bool causal = element == ElementType::f16;
-  const ch06::TileShape tile = ch06::Options{}.tile;
+  const fa::Tile tile = ch06::Options{}.tile;
   check_case({1000, 1000, 64, causal, fa::default_scale(64), fa_test::Scores::normal, element},
-             std::span<const ch06::TileShape>(&tile, 1));
+             std::span<const fa::Tile>(&tile, 1));
 }
 #endif
 
@@ -146,9 +146,9 @@ TEST_CASE("tensor cores agree with chapter 05 for scale 0.5, large and very low 
   const auto scores = GENERATE(fa_test::Scores::normal, fa_test::Scores::large, fa_test::Scores::very_low);
   const std::size_t head_dim = causal == (element == ElementType::bf16) ? 128 : 64;
   const double scale = (k + (causal ? 1 : 0)) % 2 == 0 ? 0.5 : fa::default_scale(head_dim);
-  const ch06::TileShape tile = ch06::Options{}.tile;
+  const fa::Tile tile = ch06::Options{}.tile;
   check_case({shapes[k].first, shapes[k].second, head_dim, causal, scale, scores, element},
-             std::span<const ch06::TileShape>(&tile, 1));
+             std::span<const fa::Tile>(&tile, 1));
 }
 
 TEST_CASE("a small complete set: both types, head dims and tiles, tails, the diagonal", "[ch06][sanitizer]") {
@@ -183,7 +183,7 @@ TEST_CASE("rows that see no key give zeros in O and -inf in L, never NaN", "[ch0
     for (std::size_t h = 0; h < 3; ++h) {
       for (std::size_t i = 0; i < 203; ++i) {
         const float L = out.L[(b * 3 + h) * 203 + i];
-        INFO("batch " << b << " head " << h << " row " << i << ": L = " << L << ", tile " << ch06::tile_name(tile));
+        INFO("batch " << b << " head " << h << " row " << i << ": L = " << L << ", tile " << fa::tile_name(tile));
         REQUIRE(!std::isnan(L));
         if (i < 90)
           REQUIRE(L == -std::numeric_limits<float>::infinity());

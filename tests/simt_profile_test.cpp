@@ -209,7 +209,7 @@ TEST_CASE("the profile's JSON has every key of every kernel", "[simt]") {
 TEST_CASE("chapter 05's measured global bytes equal the bytes its traffic model says the kernel moves", "[simt]") {
   struct Case {
     int batch_heads, seq_len_q, seq_len_k, head_dim;
-    ch05::TileShape tile;
+    fa::Tile tile;
     bool causal;
   };
   // Self-attention shapes divisible by the tiles and not; unequal lengths; the causal mask.

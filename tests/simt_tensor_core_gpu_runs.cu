@@ -7,9 +7,9 @@ namespace simt_tensor_test::gpu {
 
 int compute_capability() {
   int device = 0, major = 0, minor = 0;
-  FA_CUDA_CHECK(cudaGetDevice(&device));
-  FA_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  FA_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  SIMT_CUDA_CHECK(cudaGetDevice(&device));
+  SIMT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  SIMT_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
   return 10 * major + minor;
 }
 

@@ -20,8 +20,9 @@
 // FlashAttention 2.1+); a row that sees no key gets P = 0 and O = 0.
 //
 // This file is compiled twice (add_kernels in cmake/Chapters.cmake): by the host compiler through
-// common/simt (namespace ch04::cpu) and by nvcc (namespace ch04::gpu). Nothing else
-// includes it; the rest of the program calls it through backends.h.
+// common/simt (namespace ch04::cpu) and by nvcc (namespace ch04::gpu). Nothing else includes it;
+// the rest of the program calls it through naive_attention.h, which declares its two entry points
+// (run_naive_attention, launch_naive_attention, at the end of this file).
 //
 // Source: Dao et al. 2022, FlashAttention, section 2.2 (standard attention: S and P written to and read
 // back from HBM, four passes over N^2 numbers) and
@@ -34,7 +35,7 @@
 #include <limits>
 #include <span>
 
-#include "chapters/04_naive_attention/backends.h"
+#include "chapters/04_naive_attention/naive_attention.h"
 #include "common/simt/simt.h"
 
 namespace ch04::SIMT_BACKEND {
@@ -131,7 +132,7 @@ __global__ void pv_kernel(const float* __restrict__ P, const float* __restrict__
 // the CPU). Grid limits: batch_heads <= 65535 (gridDim.y and .z). With LaunchMode::asynchronous
 // the GPU returns once the three kernels are queued (common/simt/launch_mode.h).
 void launch_naive_attention(const float* Q, const float* K, const float* V, float* S, float* P, float* O,
-                            const DeviceProblem& problem, simt::LaunchMode mode) {
+                            const fa::DeviceProblem& problem, simt::LaunchMode mode) {
   const dim3 tile(16, 16);
   const auto blocks = [](int n) { return static_cast<unsigned>((n + 15) / 16); };
   const auto bh = static_cast<unsigned>(problem.batch_heads);
@@ -147,35 +148,26 @@ void launch_naive_attention(const float* Q, const float* K, const float* V, floa
                           d);
 }
 
-// The same, waiting for each kernel (the default of simt::launch).
-void launch_naive_attention(const float* Q, const float* K, const float* V, float* S, float* P, float* O,
-                            const DeviceProblem& problem) {
-  launch_naive_attention(Q, K, V, S, P, O, problem, simt::LaunchMode::synchronous);
-}
-
 // Host data in, host data out: copies Q, K, V to the device, fills S, P and O with NaN (so a value
 // a kernel forgot to write cannot pass for a result), runs the three kernels, copies S, P and O
 // back. Sizes as launch_naive_attention; elapsed_ms covers the three launches only.
-DeviceRun run_naive_attention(std::span<const float> Q, std::span<const float> K, std::span<const float> V,
-                              const DeviceProblem& problem) {
+Result run_naive_attention(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K, const fa::Tensor4<float>& V,
+                           const fa::DeviceProblem& problem) {
   const std::size_t scores = static_cast<std::size_t>(problem.batch_heads) * problem.seq_len_q * problem.seq_len_k;
-  simt::DeviceBuffer<float> dQ(Q), dK(K), dV(V);
-  simt::DeviceBuffer<float> dS(scores), dP(scores), dO(Q.size());
+  simt::DeviceBuffer<float> dQ(std::span<const float>(Q.values)), dK(std::span<const float>(K.values)),
+      dV(std::span<const float>(V.values));
+  simt::DeviceBuffer<float> dS(scores), dP(scores), dO(Q.values.size());
   // NaN, and unwritten for simt's race checker, which reports a kernel's read of it (racecheck.h).
   dS.poison();
   dP.poison();
   dO.poison();
 
   const auto start = std::chrono::steady_clock::now();
-  launch_naive_attention(dQ.data(), dK.data(), dV.data(), dS.data(), dP.data(), dO.data(), problem);
+  launch_naive_attention(dQ.data(), dK.data(), dV.data(), dS.data(), dP.data(), dO.data(), problem,
+                         simt::LaunchMode::synchronous);
   const std::chrono::duration<double, std::milli> elapsed = std::chrono::steady_clock::now() - start;
 
-  DeviceRun run;
-  run.O = dO.to_host();
-  run.S = dS.to_host();
-  run.P = dP.to_host();
-  run.elapsed_ms = elapsed.count();
-  return run;
+  return {fa::Tensor4<float>(Q.shape, dO.to_host()), dS.to_host(), dP.to_host(), elapsed.count()};
 }
 
 }  // namespace ch04::SIMT_BACKEND

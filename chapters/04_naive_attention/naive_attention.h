@@ -1,14 +1,22 @@
 // Chapter 04's host API: attention as three kernels (naive_attention.cuh), on the CPU through
 // common/simt or on an NVIDIA GPU, chosen at run time.
+//
+// The path of one run: naive_attention() below checks the problem (check_problem), then calls the
+// kernels' run of the chosen backend, defined in naive_attention.cuh, which copies the inputs to the
+// device, launches the three kernels and brings O, S, P and the time back.
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <optional>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
-#include "common/attention_shapes.h"
-#include "common/device.h"
-#include "common/device_problem.h"
+#include "common/chapter.h"
+#include "common/memory.h"
+#include "common/simt/launch_mode.h"
+#include "common/simt/profiled_copy.h"
 #include "common/tensor.h"
 
 namespace ch04 {
@@ -22,20 +30,68 @@ struct Result {
   fa::Tensor4<float> O;   // [batch, heads, seq_len_q, head_dim]
   std::vector<float> S;   // [batch, heads, seq_len_q, seq_len_k], scaled scores, -inf where masked
   std::vector<float> P;   // [batch, heads, seq_len_q, seq_len_k], softmax of each row of S
-  double elapsed_ms = 0;  // wall time of the three launches (common/device_problem.h, DeviceRun)
+  double elapsed_ms = 0;  // wall time of the three launches, kernels finished (fa::KernelRun)
 };
+
+// The kernels' two entry points, compiled once per backend from naive_attention.cuh (add_kernels,
+// cmake/Chapters.cmake): ch04::cpu (common/simt; always built), ch04::gpu (nvcc; where
+// FA_HAVE_CUDA) and ch04::cpu_profiled (every memory access seen by simt's profile and race
+// checker, for --profile and --racecheck; where SIMT_PROFILED_KERNELS).
+//   Run:     host data in, host data out: the path of naive_attention().
+//   Launch:  the three launches on memory already on the GPU, waiting for the kernels or not as
+//            `mode` says (common/simt/launch_mode.h): what the GPU benchmark times. S and P hold
+//            batch_heads * seq_len_q * seq_len_k floats.
+using Run = Result(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K, const fa::Tensor4<float>& V,
+                   const fa::DeviceProblem& problem);
+using Launch = void(const float* Q, const float* K, const float* V, float* S, float* P, float* O,
+                    const fa::DeviceProblem& problem, simt::LaunchMode mode);
+namespace cpu {
+Run run_naive_attention;
+}  // namespace cpu
+namespace cpu_profiled {
+Run run_naive_attention;
+}  // namespace cpu_profiled
+namespace gpu {
+Run run_naive_attention;
+Launch launch_naive_attention;
+}  // namespace gpu
+
+// The most query rows the kernels' grid allows: 65535 blocks of 16 rows in gridDim.y.
+inline constexpr std::uint64_t kMaxSeqLenQ = 65535u * 16u;
 
 // The problem as the kernels see it, after every check naive_attention makes before any work:
 // fa::device_problem's (scale finite in float32, batch * heads <= 65535, int indexing of one
-// head's Q, K, V), one head's S within int indexing (seq_len_q * seq_len_k <= 2^31 - 1), and
-// seq_len_q <= 1048560 (65535 blocks of 16 rows in gridDim.y). Throws std::invalid_argument
-// saying what is accepted.
-fa::DeviceProblem check_problem(const fa::AttentionShape& shape, const Options& options);
+// head's Q, K, V), seq_len_q <= kMaxSeqLenQ, and one head's S within int indexing
+// (seq_len_q * seq_len_k <= 2^31 - 1). Throws std::invalid_argument saying what is accepted.
+inline fa::DeviceProblem check_problem(const fa::AttentionShape& shape, const Options& options) {
+  const fa::DeviceProblem problem = fa::device_problem("naive_attention", shape, options.scale, options.causal);
+  if (shape.seq_len_q > kMaxSeqLenQ) {
+    throw std::invalid_argument("naive_attention: seq_len_q = " + std::to_string(shape.seq_len_q) +
+                                " needs more than the 65535 blocks of 16 rows the kernels' grid allows in y (at "
+                                "most 1048560 query rows)");
+  }
+  if (std::uint64_t{shape.seq_len_q} * shape.seq_len_k > std::numeric_limits<int>::max()) {
+    throw std::invalid_argument("naive_attention: one head's S holds " + std::to_string(shape.seq_len_q) + " x " +
+                                std::to_string(shape.seq_len_k) +
+                                " scores, more than the 2^31 - 1 of the kernels' int indexing");
+  }
+  return problem;
+}
 
 // The bytes naive_attention allocates for a problem at its peak: Q, K, V, O, S and P on the
 // device, and O, S and P copied back (on the CPU path the "device" is host memory too). Never
 // throws (saturates at 2^64 - 1).
-std::uint64_t memory_needed(const fa::AttentionShape& shape);
+inline std::uint64_t memory_needed(const fa::AttentionShape& s) {
+  using fa::saturating_add, fa::saturating_mul;
+  const std::uint64_t heads = saturating_mul(s.batch, s.heads);
+  const std::uint64_t q = saturating_mul(heads, saturating_mul(s.seq_len_q, s.head_dim));
+  const std::uint64_t k = saturating_mul(heads, saturating_mul(s.seq_len_k, s.head_dim));
+  const std::uint64_t scores = saturating_mul(heads, saturating_mul(s.seq_len_q, s.seq_len_k));
+  // On the device: Q, K, V, O, S, P; copied back: O, S, P.
+  const std::uint64_t floats = saturating_add(saturating_add(saturating_mul(2, q), saturating_mul(2, k)),
+                                              saturating_add(saturating_mul(4, scores), q));
+  return saturating_mul(sizeof(float), floats);
+}
 
 // O = softmax(Q K^T * scale) V by three kernels that write S and P to global memory.
 // Q: [batch, heads, seq_len_q, head_dim]; K, V: [batch, heads, seq_len_k, head_dim]; float32,
@@ -44,7 +100,16 @@ std::uint64_t memory_needed(const fa::AttentionShape& shape);
 // and as check_problem; std::runtime_error when device == gpu and no GPU can be used, or for a
 // CUDA error.
 // Source: Dao et al. 2022, FlashAttention, Algorithm 0 (standard attention).
-Result naive_attention(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K, const fa::Tensor4<float>& V,
-                       const Options& options = {}, fa::Device device = fa::Device::cpu);
+inline Result naive_attention(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K, const fa::Tensor4<float>& V,
+                              const Options& options = {}, fa::Device device = fa::Device::cpu) {
+  const fa::DeviceProblem problem = check_problem(fa::check_attention_shapes(Q.shape, K.shape, V.shape), options);
+  const auto on_cpu = [&] {
+#if SIMT_PROFILED_KERNELS  // while simt's profile or race checker is on, the copy whose accesses it sees
+    if (simt::use_profiled_copy()) return cpu_profiled::run_naive_attention(Q, K, V, problem);
+#endif
+    return cpu::run_naive_attention(Q, K, V, problem);
+  };
+  return fa::run_on(device, on_cpu, [&] { return gpu::run_naive_attention(Q, K, V, problem); });
+}
 
 }  // namespace ch04

@@ -34,29 +34,23 @@
 // afterwards, exactly as ch04's scores_kernel does, so both kernels see the same S bit for bit.
 //
 // This file is compiled twice (add_kernels in cmake/Chapters.cmake): by the host compiler through
-// common/simt (namespace ch05::cpu) and by nvcc (namespace ch05::gpu). Nothing else
-// includes it; the rest of the program calls it through backends.h.
+// common/simt (namespace ch05::cpu) and by nvcc (namespace ch05::gpu). Nothing else includes it;
+// the rest of the program calls it through flash_attention_2.h, which declares its two entry points
+// (run_flash_attention_2, launch_flash_attention_2, at the end of this file).
 //
 // Source: Dao 2023, FlashAttention-2 (arXiv:2307.08691), sections 3.1 and 3.2 and Algorithm 1;
 // Milakov and Gimelshein 2018 for the online softmax.
 // Run the demo: build/default/bin/ch05_flash_attention_2
 #pragma once
 
-#include <chrono>
 #include <cstddef>
-#include <limits>
-#include <span>
-#include <stdexcept>
 
-#include "chapters/05_flash_attention_2/backends.h"
+#include "chapters/05_flash_attention_2/flash_attention_2.h"
 #include "common/simt/simt.h"
 
 namespace ch05::SIMT_BACKEND {
 
 inline constexpr int kThreadsPerRow = 4;
-
-// x limited to [lo, hi]. (std::clamp is not usable in device code without extra nvcc flags.)
-__host__ __device__ __forceinline__ int clamp_int(int x, int lo, int hi) { return x < lo ? lo : (x > hi ? hi : x); }
 
 // Floats of dynamic shared memory the kernel needs for one block.
 constexpr std::size_t shared_floats(int head_dim, int Br, int Bc) {
@@ -108,13 +102,11 @@ __global__ void flash_attention_2_kernel(const float* __restrict__ Q, const floa
   float acc[kAccCols];
   for (float& a : acc) a = 0.0f;
 
-  // The causal mask: row i sees keys j < visible (common/attention_shapes.h). The block's last
-  // real row sees the most keys, so key tiles from ceil(visible_last / Bc) on are skipped whole.
-  const int shift = seq_len_k - seq_len_q;
-  const int visible = causal ? clamp_int(i + shift + 1, 0, seq_len_k) : seq_len_k;
+  // The causal mask: row i sees keys j < visible (fa::visible_keys, common/chapter.h). The block's
+  // last real row sees the most keys, so key tiles from ceil(visible_last / Bc) on are skipped whole.
+  const int visible = fa::visible_keys(i, seq_len_q, seq_len_k, causal);
   const int last_row = (i0 + Br < seq_len_q ? i0 + Br : seq_len_q) - 1;
-  const int block_visible = causal ? clamp_int(last_row + shift + 1, 0, seq_len_k) : seq_len_k;
-  const int num_tiles = (block_visible + Bc - 1) / Bc;
+  const int num_tiles = (fa::visible_keys(last_row, seq_len_q, seq_len_k, causal) + Bc - 1) / Bc;
 
   for (int tile = 0; tile < num_tiles; ++tile) {  // line 6
     const int j0 = tile * Bc;
@@ -185,68 +177,31 @@ __global__ void flash_attention_2_kernel(const float* __restrict__ Q, const floa
   }
 }
 
-// One kernel instance: sets its shared-memory allowance (a runtime call the first time only) and
-// launches it on memory already on the device, waiting for it or not as `mode` says
-// (common/simt/launch_mode.h). Throws what simt::launch throws.
-template <int HEAD_DIM, int Br, int Bc>
-void launch_tile(const float* Q, const float* K, const float* V, float* O, float* L, const DeviceProblem& problem,
-                 simt::LaunchMode mode) {
-  constexpr auto kernel = flash_attention_2_kernel<HEAD_DIM, Br, Bc>;
-  const std::size_t bytes = shared_floats(HEAD_DIM, Br, Bc) * sizeof(float);
-  simt::set_max_dynamic_shared_bytes<kernel>(bytes);  // above 48 KiB a GPU needs the opt-in
-  const dim3 grid(static_cast<unsigned>((problem.seq_len_q + Br - 1) / Br), static_cast<unsigned>(problem.batch_heads));
-  simt::launch<kernel>(mode, grid, dim3(Br * kThreadsPerRow), bytes, Q, K, V, O, L, problem.seq_len_q,
-                       problem.seq_len_k, problem.scale, problem.causal);
-}
-
-// The head dim and tile shape chosen at run time, mapped onto the compiled instances.
-template <int HEAD_DIM>
-void launch_head_dim(const float* Q, const float* K, const float* V, float* O, float* L, const DeviceProblem& problem,
-                     simt::LaunchMode mode) {
-  const TileShape t = problem.tile;
-  if (t == TileShape{64, 64}) return launch_tile<HEAD_DIM, 64, 64>(Q, K, V, O, L, problem, mode);
-  if (t == TileShape{32, 64}) return launch_tile<HEAD_DIM, 32, 64>(Q, K, V, O, L, problem, mode);
-  if (t == TileShape{64, 32}) return launch_tile<HEAD_DIM, 64, 32>(Q, K, V, O, L, problem, mode);
-  throw std::invalid_argument("flash_attention_2: tile shape not compiled (see kTileShapes)");
-}
-
+// The launch: the compiled instance for the problem's head_dim and tile (fa::dispatch), on memory
+// already on this backend's device, waiting for it or not as `mode` says (common/simt/launch_mode.h).
+// Above 48 KiB of shared memory a GPU needs the kernel's opt-in first (a runtime call the first time
+// only). Throws what simt::launch throws.
 void launch_flash_attention_2(const float* Q, const float* K, const float* V, float* O, float* L,
-                              const DeviceProblem& problem, simt::LaunchMode mode) {
-  switch (problem.head_dim) {
-    case 32:
-      return launch_head_dim<32>(Q, K, V, O, L, problem, mode);
-    case 64:
-      return launch_head_dim<64>(Q, K, V, O, L, problem, mode);
-    case 128:
-      return launch_head_dim<128>(Q, K, V, O, L, problem, mode);
-    default:
-      throw std::invalid_argument("flash_attention_2: head_dim not compiled (see kHeadDims)");
-  }
+                              const fa::DeviceProblem& problem, simt::LaunchMode mode) {
+  fa::dispatch<kCompiled>(problem, [&]<fa::KernelShape k>() {
+    constexpr int Br = k.tile.Br, Bc = k.tile.Bc;
+    constexpr auto kernel = flash_attention_2_kernel<k.head_dim, Br, Bc>;
+    const std::size_t bytes = shared_floats(k.head_dim, Br, Bc) * sizeof(float);
+    simt::set_max_dynamic_shared_bytes<kernel>(bytes);
+    const dim3 grid(static_cast<unsigned>((problem.seq_len_q + Br - 1) / Br),
+                    static_cast<unsigned>(problem.batch_heads));
+    simt::launch<kernel>(mode, grid, dim3(Br * kThreadsPerRow), bytes, Q, K, V, O, L, problem.seq_len_q,
+                         problem.seq_len_k, problem.scale, problem.causal);
+  });
 }
 
-// The same, waiting for the kernel (the default of simt::launch).
-void launch_flash_attention_2(const float* Q, const float* K, const float* V, float* O, float* L,
-                              const DeviceProblem& problem) {
-  launch_flash_attention_2(Q, K, V, O, L, problem, simt::LaunchMode::synchronous);
-}
-
-DeviceRun run_flash_attention_2(std::span<const float> Q, std::span<const float> K, std::span<const float> V,
-                                const DeviceProblem& problem) {
-  simt::DeviceBuffer<float> dQ(Q), dK(K), dV(V);
-  simt::DeviceBuffer<float> dO(Q.size());
-  simt::DeviceBuffer<float> dL(static_cast<std::size_t>(problem.batch_heads) * problem.seq_len_q);
-  dO.poison();  // NaN: an unwritten output cannot pass for a result (and racecheck reports a read of it)
-  dL.poison();
-
-  const auto start = std::chrono::steady_clock::now();
-  launch_flash_attention_2(dQ.data(), dK.data(), dV.data(), dO.data(), dL.data(), problem);
-  const std::chrono::duration<double, std::milli> elapsed = std::chrono::steady_clock::now() - start;
-
-  DeviceRun run;
-  run.O = dO.to_host();
-  run.L = dL.to_host();
-  run.elapsed_ms = elapsed.count();
-  return run;
+// Host data in, host data out: Q, K, V to the device, O and L filled with NaN, the launch, O and L back.
+Result run_flash_attention_2(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K, const fa::Tensor4<float>& V,
+                             const fa::DeviceProblem& problem) {
+  return fa::run_forward<float, simt::DeviceBuffer>(
+      Q, K, V, [&](const float* q, const float* k, const float* v, float* o, float* l) {
+        launch_flash_attention_2(q, k, v, o, l, problem, simt::LaunchMode::synchronous);
+      });
 }
 
 }  // namespace ch05::SIMT_BACKEND

@@ -1,46 +1,85 @@
 // Chapter 05's host API: the FlashAttention-2 forward kernel (flash_attention_2.cuh), on the CPU
 // through common/simt or on an NVIDIA GPU, chosen at run time.
+//
+// The path of one run: flash_attention_2() below checks the problem (check_problem), then calls the
+// kernel's run of the chosen backend, defined in flash_attention_2.cuh, which launches the compiled
+// instance for head_dim and the tile (common/chapter.h, fa::dispatch) and brings O, L and the time
+// back (fa::KernelRun).
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <optional>
-#include <vector>
 
-#include "chapters/05_flash_attention_2/backends.h"
-#include "common/attention_shapes.h"
-#include "common/device.h"
+#include "common/chapter.h"
+#include "common/memory.h"
+#include "common/simt/launch_mode.h"
+#include "common/simt/profiled_copy.h"
 #include "common/tensor.h"
 
 namespace ch05 {
 
-// The head dims and tile shapes compiled into the kernel (template parameters); anything else is
-// refused before a launch. Br != Bc is allowed: (32, 64) and (64, 32) are there to prove it.
+// The head dims and tile shapes compiled into the kernel (template parameters): every head dim in
+// every tile. Anything else is refused before a launch. Br != Bc is allowed: (32, 64) and (64, 32)
+// are there to prove it.
 inline constexpr std::array<int, 3> kHeadDims{32, 64, 128};
-inline constexpr std::array<TileShape, 3> kTileShapes{{{64, 64}, {32, 64}, {64, 32}}};
+inline constexpr std::array<fa::Tile, 3> kTileShapes{{{64, 64}, {32, 64}, {64, 32}}};
+inline constexpr auto kCompiled = fa::every(kHeadDims, kTileShapes);
 
 struct Options {
   std::optional<double> scale;  // softmax scale; 1/sqrt(head_dim) when not given
   bool causal = false;          // bottom-right aligned causal mask (common/attention_shapes.h)
-  TileShape tile{64, 64};       // one of kTileShapes
+  fa::Tile tile{64, 64};        // one of kTileShapes
 };
 
-struct Result {
-  fa::Tensor4<float> O;   // [batch, heads, seq_len_q, head_dim]
-  std::vector<float> L;   // [batch, heads, seq_len_q]: logsumexp of each row of the scaled scores,
-                          // m + log(l); -inf for a row that sees no key
-  double elapsed_ms = 0;  // wall time of the launch (see backends.h)
-};
+// O [batch, heads, seq_len_q, head_dim], L [batch, heads, seq_len_q] (m + log(l); -inf for a row
+// that sees no key) and the wall time of the launch.
+using Result = fa::KernelRun;
+
+// The kernel's two entry points, compiled once per backend from flash_attention_2.cuh
+// (add_kernels, cmake/Chapters.cmake): ch05::cpu (common/simt; always built), ch05::gpu (nvcc; where
+// FA_HAVE_CUDA) and ch05::cpu_profiled (every memory access seen by simt's profile and race
+// checker, for --profile and --racecheck; where SIMT_PROFILED_KERNELS). head_dim and the tile must be among kCompiled
+// (check_problem refuses anything else first).
+//   Run:     host data in, host data out (fa::run_forward): the path of flash_attention_2().
+//   Launch:  on memory already on the GPU, waiting for the kernel or not as `mode` says
+//            (common/simt/launch_mode.h): what the GPU benchmarks time.
+using Run = Result(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K, const fa::Tensor4<float>& V,
+                   const fa::DeviceProblem& problem);
+using Launch = void(const float* Q, const float* K, const float* V, float* O, float* L,
+                    const fa::DeviceProblem& problem, simt::LaunchMode mode);
+namespace cpu {
+Run run_flash_attention_2;
+}  // namespace cpu
+namespace cpu_profiled {
+Run run_flash_attention_2;
+}  // namespace cpu_profiled
+namespace gpu {
+Run run_flash_attention_2;
+Launch launch_flash_attention_2;
+}  // namespace gpu
 
 // The problem as the kernel sees it, after every check flash_attention_2 makes before any work:
-// head_dim one of kHeadDims, options.tile one of kTileShapes, and fa::device_problem's checks
-// (scale finite in float32, batch * heads <= 65535, int indexing of one head's Q, K, V). Throws
-// std::invalid_argument naming what is accepted.
-DeviceProblem check_problem(const fa::AttentionShape& shape, const Options& options);
+// head_dim and options.tile among kCompiled, and fa::device_problem's (scale finite in float32,
+// batch * heads <= 65535, int indexing of one head's Q, K, V). Throws std::invalid_argument naming
+// what is accepted.
+inline fa::DeviceProblem check_problem(const fa::AttentionShape& shape, const Options& options) {
+  return fa::device_problem("flash_attention_2", shape, options.scale, options.causal, options.tile, kCompiled);
+}
 
 // The bytes flash_attention_2 allocates: Q, K, V, O and L on the device and O, L copied back (on
 // the CPU path the "device" is host memory too). Never throws (saturates at 2^64 - 1).
-std::uint64_t memory_needed(const fa::AttentionShape& shape);
+inline std::uint64_t memory_needed(const fa::AttentionShape& s) {
+  using fa::saturating_add, fa::saturating_mul;
+  const std::uint64_t heads = saturating_mul(s.batch, s.heads);
+  const std::uint64_t q = saturating_mul(heads, saturating_mul(s.seq_len_q, s.head_dim));
+  const std::uint64_t k = saturating_mul(heads, saturating_mul(s.seq_len_k, s.head_dim));
+  const std::uint64_t L = saturating_mul(heads, s.seq_len_q);
+  // On the device: Q, K, V, O, L; copied back: O, L.
+  const std::uint64_t floats =
+      saturating_add(saturating_add(saturating_mul(3, q), saturating_mul(2, k)), saturating_mul(2, L));
+  return saturating_mul(sizeof(float), floats);
+}
 
 // O = softmax(Q K^T * scale) V and L by the FlashAttention-2 forward kernel, which never writes
 // S or P to global memory.
@@ -50,7 +89,16 @@ std::uint64_t memory_needed(const fa::AttentionShape& shape);
 // and as check_problem; std::runtime_error when device == gpu and no GPU can be used, or for a
 // CUDA error.
 // Source: Dao 2023, FlashAttention-2, Algorithm 1 (forward pass).
-Result flash_attention_2(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K, const fa::Tensor4<float>& V,
-                         const Options& options = {}, fa::Device device = fa::Device::cpu);
+inline Result flash_attention_2(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K, const fa::Tensor4<float>& V,
+                                const Options& options = {}, fa::Device device = fa::Device::cpu) {
+  const fa::DeviceProblem problem = check_problem(fa::check_attention_shapes(Q.shape, K.shape, V.shape), options);
+  const auto on_cpu = [&] {
+#if SIMT_PROFILED_KERNELS  // while simt's profile or race checker is on, the copy whose accesses it sees
+    if (simt::use_profiled_copy()) return cpu_profiled::run_flash_attention_2(Q, K, V, problem);
+#endif
+    return cpu::run_flash_attention_2(Q, K, V, problem);
+  };
+  return fa::run_on(device, on_cpu, [&] { return gpu::run_flash_attention_2(Q, K, V, problem); });
+}
 
 }  // namespace ch05

@@ -33,12 +33,12 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
-#include "chapters/04_naive_attention/backends.h"
-#include "chapters/05_flash_attention_2/backends.h"
+#include "chapters/04_naive_attention/naive_attention.h"
+#include "chapters/05_flash_attention_2/flash_attention_2.h"
 #include "chapters/05_flash_attention_2/traffic_model.h"
-#include "common/cuda_check.h"  // after <cuda_runtime.h>
 #include "common/gpu_bench.h"
 #include "common/random.h"
+#include "common/simt/cuda_check.h"  // after <cuda_runtime.h>
 
 namespace {
 
@@ -49,8 +49,8 @@ using DeviceArray = fa::bench::DeviceArray<float>;
 class EventPair {
  public:
   EventPair() {
-    FA_CUDA_CHECK(cudaEventCreate(&start_));
-    FA_CUDA_CHECK(cudaEventCreate(&stop_));
+    SIMT_CUDA_CHECK(cudaEventCreate(&start_));
+    SIMT_CUDA_CHECK(cudaEventCreate(&stop_));
   }
   EventPair(const EventPair&) = delete;
   EventPair& operator=(const EventPair&) = delete;
@@ -58,13 +58,13 @@ class EventPair {
     cudaEventDestroy(start_);
     cudaEventDestroy(stop_);
   }
-  void start() { FA_CUDA_CHECK(cudaEventRecord(start_)); }
+  void start() { SIMT_CUDA_CHECK(cudaEventRecord(start_)); }
   // Records the stop event, then waits for it: the only host synchronisation of a timed run.
   double stop_and_wait() {
-    FA_CUDA_CHECK(cudaEventRecord(stop_));
-    FA_CUDA_CHECK(cudaEventSynchronize(stop_));
+    SIMT_CUDA_CHECK(cudaEventRecord(stop_));
+    SIMT_CUDA_CHECK(cudaEventSynchronize(stop_));
     float ms = 0;
-    FA_CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
+    SIMT_CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
     return ms;
   }
 
@@ -104,7 +104,7 @@ Timing measure(const char* kernel, const Launch& launch, int warmup, int runs, d
       launch();
       times.push_back(events.stop_and_wait());
     }
-    FA_CUDA_CHECK(cudaGetLastError());  // an error an asynchronous launch left behind
+    SIMT_CUDA_CHECK(cudaGetLastError());  // an error an asynchronous launch left behind
     std::sort(times.begin(), times.end());
     const std::size_t n = times.size();
     const double median = n % 2 == 1 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]);
@@ -165,8 +165,8 @@ int main(int argc, char** argv) {
   try {
     int device = 0;
     cudaDeviceProp prop{};
-    FA_CUDA_CHECK(cudaGetDevice(&device));
-    FA_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+    SIMT_CUDA_CHECK(cudaGetDevice(&device));
+    SIMT_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
     // One allocation of each tensor for the largest shape; a smaller shape uses the beginning of it
     // ([batch * heads, N, d] row-major, so the first batch * heads * N * d values are a whole
     // problem). The inputs are drawn once.
@@ -194,8 +194,8 @@ int main(int argc, char** argv) {
         for (bool causal : {false, true}) {
           const Config c{batch, heads, n, d, causal};
           const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-          const ch04::DeviceProblem naive{batch * heads, n, n, d, scale, causal};
-          const ch05::DeviceProblem flash{batch * heads, n, n, d, scale, causal, {64, 64}};
+          const fa::DeviceProblem naive{batch * heads, n, n, d, scale, causal};
+          const fa::DeviceProblem flash{batch * heads, n, n, d, scale, causal, {64, 64}};
           const auto mode = once ? simt::LaunchMode::synchronous : simt::LaunchMode::asynchronous;
           auto run_naive = [&] {
             ch04::gpu::launch_naive_attention(Q.data(), K.data(), V.data(), S.data(), P.data(), O.data(), naive, mode);

@@ -45,16 +45,6 @@ constexpr double kNaiveFlopsPerSecond = 0.5e9;  // chapter 04's three kernels
 // Rows of chapter 03's float64 reference when chapter 04 cannot run the problem.
 constexpr std::size_t kReferenceRows = 512;
 
-// "64x64" -> {64, 64}; throws std::invalid_argument naming the accepted shapes.
-ch05::TileShape parse_tile(const std::string& text) {
-  for (const ch05::TileShape& t : ch05::kTileShapes) {
-    if (text == fmt::format("{}x{}", t.Br, t.Bc)) return t;
-  }
-  std::string accepted;
-  for (const ch05::TileShape& t : ch05::kTileShapes) accepted += fmt::format(" {}x{}", t.Br, t.Bc);
-  throw std::invalid_argument(fmt::format("--tile {}: accepted Br x Bc shapes are{}", text, accepted));
-}
-
 // Why chapter 04 cannot run this problem in this run, or nothing when it can: its own limits
 // (ch04::check_problem), or its S and P beside everything else would not fit in memory.
 std::optional<std::string> why_no_chapter_04(const fa::AttentionShape& shape, const ch04::Options& options,
@@ -123,7 +113,7 @@ int main(int argc, char** argv) {
     }
 
     // Everything this run needs, checked before anything is allocated.
-    const ch05::TileShape tile = parse_tile(tile_text);
+    const fa::Tile tile = fa::parse_tile(tile_text, ch05::kCompiled);
     const fa::Device device = fa::chosen_device(cli);
     const fa::AttentionShape shape = fa::plan_inputs(cli);
     const ch05::Options options{cli.scale, cli.causal, tile};

@@ -40,7 +40,7 @@ std::string format_profile_beside_model(const std::vector<simt::profile::KernelP
 }
 
 std::string format_profile_beside_model(const std::vector<simt::profile::KernelProfile>& kernels, const fa::Shape4& q,
-                                        std::size_t seq_len_k, TileShape tile, bool causal) {
+                                        std::size_t seq_len_k, fa::Tile tile, bool causal) {
   return format_profile_beside_model(
       kernels, KernelCase{static_cast<std::int64_t>(q.batch * q.heads), static_cast<std::int64_t>(q.seq_len),
                           static_cast<std::int64_t>(seq_len_k), static_cast<std::int64_t>(q.head_dim), tile.Br, tile.Bc,

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "chapters/05_flash_attention_2/backends.h"
 #include "chapters/05_flash_attention_2/traffic_model.h"
+#include "common/chapter.h"
 #include "common/simt/profile.h"
 #include "common/tensor.h"
 
@@ -25,6 +25,6 @@ std::string format_profile_beside_model(const std::vector<simt::profile::KernelP
 // The same for the demo's problem: Q's shape [batch, heads, seq_len_q, head_dim], the keys'
 // seq_len_k, the tile and the mask.
 std::string format_profile_beside_model(const std::vector<simt::profile::KernelProfile>& kernels, const fa::Shape4& q,
-                                        std::size_t seq_len_k, TileShape tile, bool causal);
+                                        std::size_t seq_len_k, fa::Tile tile, bool causal);
 
 }  // namespace ch05

@@ -25,7 +25,7 @@
 #include <span>
 #include <vector>
 
-#include "chapters/06_tensor_cores/backends.h"
+#include "chapters/06_tensor_cores/tensor_cores.h"
 #include "common/tensor.h"
 
 namespace ch06 {

@@ -23,9 +23,9 @@
 #include <CLI/CLI.hpp>
 
 #include "chapters/06_tensor_cores/tensor_cores.h"
-#include "common/cuda_check.h"  // after <cuda_runtime.h>
 #include "common/gpu_bench.h"
 #include "common/random.h"
+#include "common/simt/cuda_check.h"  // after <cuda_runtime.h>
 
 namespace {
 
@@ -43,12 +43,12 @@ int main(int argc, char** argv) {
   std::vector<int> head_dims{64, 128};
   std::vector<std::string> dtypes{"bf16", "fp16"};
   int batch = 4, heads = 16, warmup = 3, runs = 20;
-  std::string tile_text = ch06::tile_name(ch06::Options{}.tile);
+  std::string tile_text = fa::tile_name(ch06::Options{}.tile);
   bool once = false;
   app.add_option("--seq", seq_lens, "sequence lengths (queries = keys)")->check(CLI::PositiveNumber);
   app.add_option("--head-dim", head_dims, "head dims (64 or 128)");
   app.add_option("--dtype", dtypes, "element types")->check(CLI::IsMember({"bf16", "fp16"}));
-  app.add_option("--tile", tile_text, "Br x Bc tile shape: " + ch06::tile_list());
+  app.add_option("--tile", tile_text, "Br x Bc tile shape: " + fa::tile_list(ch06::kCompiled));
   app.add_option("--batch", batch, "batch size")->check(CLI::PositiveNumber);
   app.add_option("--heads", heads, "heads")->check(CLI::PositiveNumber);
   app.add_option("--warmup", warmup, "untimed launches first")->check(CLI::NonNegativeNumber);
@@ -57,12 +57,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   try {
-    ch06::TileShape tile{};
-    bool tile_found = false;
-    for (const ch06::TileShape& t : ch06::kTileShapes) {
-      if (ch06::tile_name(t) == tile_text) tile = t, tile_found = true;
-    }
-    if (!tile_found) throw std::invalid_argument("--tile " + tile_text + ": accepted are " + ch06::tile_list());
+    const fa::Tile tile = fa::parse_tile(tile_text, ch06::kCompiled);
     for (int d : head_dims) {
       if (std::find(ch06::kHeadDims.begin(), ch06::kHeadDims.end(), d) == ch06::kHeadDims.end()) {
         throw std::invalid_argument(fmt::format("--head-dim {}: the kernel is compiled for 64 and 128", d));
@@ -70,8 +65,8 @@ int main(int argc, char** argv) {
     }
     int device = 0;
     cudaDeviceProp prop{};
-    FA_CUDA_CHECK(cudaGetDevice(&device));
-    FA_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+    SIMT_CUDA_CHECK(cudaGetDevice(&device));
+    SIMT_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
     if (!once) {
       fmt::print("device: {}; batch {}, heads {}, tile {}; median of {} runs after {} warm-up\n\n", prop.name, batch,
                  heads, tile_text, runs, warmup);
@@ -88,14 +83,14 @@ int main(int argc, char** argv) {
           const fa::bench::DeviceArray<float> L(static_cast<std::size_t>(batch) * heads * n);
           for (bool causal : {false, true}) {
             const ch06::DeviceProblem problem{
-                {batch * heads, n, n, d, 1.0f / std::sqrt(static_cast<float>(d)), causal}, tile, element};
-            ch06::gpu::prepare_tensor_cores(problem);
+                {batch * heads, n, n, d, 1.0f / std::sqrt(static_cast<float>(d)), causal, tile}, element};
             auto run = [&] {
-              ch06::gpu::enqueue_tensor_cores(Q.data(), K.data(), V.data(), O.data(), L.data(), problem);
+              ch06::gpu::launch_tensor_cores(Q.data(), K.data(), V.data(), O.data(), L.data(), problem,
+                                             simt::LaunchMode::asynchronous);
             };
             if (once) {
               run();
-              FA_CUDA_CHECK(cudaDeviceSynchronize());
+              SIMT_CUDA_CHECK(cudaDeviceSynchronize());
               continue;
             }
             const double ms = fa::bench::median_ms(run, warmup, runs);

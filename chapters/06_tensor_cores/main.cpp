@@ -31,14 +31,6 @@
 
 namespace {
 
-// "128x64" -> {128, 64}; throws std::invalid_argument naming the accepted shapes.
-ch06::TileShape parse_tile(const std::string& text) {
-  for (const ch06::TileShape& t : ch06::kTileShapes) {
-    if (text == ch06::tile_name(t)) return t;
-  }
-  throw std::invalid_argument(fmt::format("--tile {}: accepted Br x Bc shapes are {}", text, ch06::tile_list()));
-}
-
 // The row of L closest to its bound (error_budget.h's L_bounds): its error |L - L_05| and its
 // bound. A NaN, or an infinity on one side only, is an infinite error (common/compare.h).
 struct WorstL {
@@ -71,8 +63,9 @@ int main(int argc, char** argv) {
   cli.accept_f16_files = true;
   fa::add_attention_flags(app, cli);
   fa::add_profile_flags(app, cli.device);  // --profile, --profile-json, --racecheck (common/profile_cli.h)
-  std::string tile_text = ch06::tile_name(ch06::Options{}.tile);
-  app.add_option("--tile", tile_text, "Br x Bc tile shape of the kernel: " + ch06::tile_list())->capture_default_str();
+  std::string tile_text = fa::tile_name(ch06::Options{}.tile);
+  app.add_option("--tile", tile_text, "Br x Bc tile shape of the kernel: " + fa::tile_list(ch06::kCompiled))
+      ->capture_default_str();
   std::string dtype_text = "bf16";
   app.add_option("--dtype", dtype_text, "element type of Q, K, V and O in the kernel")
       ->check(CLI::IsMember({"bf16", "fp16"}))
@@ -80,7 +73,7 @@ int main(int argc, char** argv) {
 
   return program.run(argc, argv, [&]() -> std::optional<fa::demo::Check> {
     // Everything this run needs, checked before anything is allocated or printed.
-    const ch06::TileShape tile = parse_tile(tile_text);
+    const fa::Tile tile = fa::parse_tile(tile_text, ch06::kCompiled);
     const ch06::ElementType element = ch06::parse_element_type(dtype_text);
     const fa::Device device = fa::chosen_device(cli);
     const fa::AttentionShape shape = fa::plan_inputs(cli);
@@ -138,7 +131,7 @@ int main(int argc, char** argv) {
     }
     const WorstL L_worst = worst_L(tc.L, f32.L, ch06::L_bounds(Q, K, scale, f32.L));
     return fa::demo::Check{
-        "06", fmt::format("tensor cores ({}, {}, {}) vs ch05", type, fa::to_string(device), ch06::tile_name(tile)),
+        "06", fmt::format("tensor cores ({}, {}, {}) vs ch05", type, fa::to_string(device), fa::tile_name(tile)),
         fmt::format("{}, L {:.2g}", fa::demo::error_field("O", err_O), L_worst.error),
         fmt::format("{:.1e}, {:.1e}", budget.bound, L_worst.bound),
         err_O.rel_l2 <= budget.bound && L_worst.error <= L_worst.bound};

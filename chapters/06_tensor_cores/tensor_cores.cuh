@@ -60,17 +60,12 @@
 // Run the demo: build/default/bin/ch06_tensor_cores
 #pragma once
 
-#include <chrono>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <limits>
-#include <span>
-#include <stdexcept>
-#include <vector>
 
-#include "chapters/06_tensor_cores/backends.h"
+#include "chapters/06_tensor_cores/tensor_cores.h"
 #include "common/simt/simt.h"
 
 // Full unrolling of the loops over fragments: without it nvcc keeps the fragment arrays in local
@@ -393,100 +388,46 @@ __global__ void __launch_bounds__(Br / kRowsPerWarp * 32)
   }
 }
 
-// One kernel instance's launch shape.
-template <class Element, int HEAD_DIM, int Br, int Bc>
-struct Instance {
-  static constexpr auto kernel = tensor_cores_kernel<Element, HEAD_DIM, Br, Bc>;
-  static constexpr std::size_t bytes = shared_elements(HEAD_DIM, Br, Bc) * 2;
-  static dim3 grid(const DeviceProblem& p) {
-    return dim3(static_cast<unsigned>((p.seq_len_q + Br - 1) / Br), static_cast<unsigned>(p.batch_heads));
-  }
-  static dim3 block() { return dim3(Br / kRowsPerWarp * 32); }
-  static float scale_log2(const DeviceProblem& p) {
-    return static_cast<float>(static_cast<double>(p.scale) * 1.4426950408889634);  // log2(e)
-  }
-};
-
-// What to do with one compiled instance, chosen at run time by dispatch() below.
-enum class Action { launch, prepare, enqueue };
-
-template <class Element, int HEAD_DIM, int Br, int Bc>
-void act(Action action, const void* Q, const void* K, const void* V, void* O, float* L, const DeviceProblem& p) {
-  using I = Instance<Element, HEAD_DIM, Br, Bc>;
-  const auto* q = static_cast<const Element*>(Q);
-  const auto* k = static_cast<const Element*>(K);
-  const auto* v = static_cast<const Element*>(V);
-  auto* o = static_cast<Element*>(O);
-  if (action != Action::enqueue) {
-    simt::set_max_dynamic_shared_bytes<I::kernel>(I::bytes);  // above 48 KiB a GPU needs the opt-in
-  }
-  if (action == Action::launch) {
-    simt::launch<I::kernel>(I::grid(p), I::block(), I::bytes, q, k, v, o, L, p.seq_len_q, p.seq_len_k, I::scale_log2(p),
-                            p.causal);
-  }
-#if defined(__CUDACC__)
-  if (action == Action::enqueue) {
-    I::kernel<<<I::grid(p), I::block(), I::bytes>>>(q, k, v, o, L, p.seq_len_q, p.seq_len_k, I::scale_log2(p),
-                                                    p.causal);
-    FA_CUDA_CHECK(cudaGetLastError());
-  }
-#endif
+// One compiled instance (Element: the type of Q, K, V and O), launched on memory already on this
+// backend's device, waiting for it or not as `mode` says (common/simt/launch_mode.h). Grid:
+// (ceil(seq_len_q / Br), batch * heads); block: Br / 16 warps. Above 48 KiB of shared memory a GPU
+// needs the kernel's opt-in first (a runtime call the first time only).
+template <class Element, fa::KernelShape k>
+void launch_instance(const void* Q, const void* K, const void* V, void* O, float* L, const DeviceProblem& p,
+                     simt::LaunchMode mode) {
+  constexpr int Br = k.tile.Br, Bc = k.tile.Bc;
+  constexpr auto kernel = tensor_cores_kernel<Element, k.head_dim, Br, Bc>;
+  constexpr std::size_t bytes = shared_elements(k.head_dim, Br, Bc) * sizeof(Element);
+  simt::set_max_dynamic_shared_bytes<kernel>(bytes);
+  const dim3 grid(static_cast<unsigned>((p.seq_len_q + Br - 1) / Br), static_cast<unsigned>(p.batch_heads));
+  const auto scale_log2 = static_cast<float>(static_cast<double>(p.scale) * 1.4426950408889634);  // log2(e)
+  simt::launch<kernel>(mode, grid, dim3(Br / kRowsPerWarp * 32), bytes, static_cast<const Element*>(Q),
+                       static_cast<const Element*>(K), static_cast<const Element*>(V), static_cast<Element*>(O), L,
+                       p.seq_len_q, p.seq_len_k, scale_log2, p.causal);
 }
 
-// The element type, head dim and tile shape chosen at run time, mapped onto the compiled instances
-// (the lists are tensor_cores.h's kHeadDims and kTileShapes; the host API refuses anything else).
-template <class Element, int HEAD_DIM>
-void dispatch_tile(Action a, const void* Q, const void* K, const void* V, void* O, float* L, const DeviceProblem& p) {
-  if (p.tile == TileShape{128, 64}) return act<Element, HEAD_DIM, 128, 64>(a, Q, K, V, O, L, p);
-  if (p.tile == TileShape{64, 64}) return act<Element, HEAD_DIM, 64, 64>(a, Q, K, V, O, L, p);
-  throw std::invalid_argument("tensor_cores: tile shape not compiled (see kTileShapes)");
+// The launch: the compiled instance for the problem's head_dim and tile (fa::dispatch) and its
+// element type. Throws what simt::launch throws.
+void launch_tensor_cores(const void* Q, const void* K, const void* V, void* O, float* L, const DeviceProblem& problem,
+                         simt::LaunchMode mode) {
+  fa::dispatch<kCompiled>(problem, [&]<fa::KernelShape k>() {
+    if (problem.element == ElementType::bf16) return launch_instance<simt::bf16, k>(Q, K, V, O, L, problem, mode);
+    launch_instance<simt::f16, k>(Q, K, V, O, L, problem, mode);
+  });
 }
 
-template <class Element>
-void dispatch_head_dim(Action a, const void* Q, const void* K, const void* V, void* O, float* L,
-                       const DeviceProblem& p) {
-  switch (p.head_dim) {
-    case 64:
-      return dispatch_tile<Element, 64>(a, Q, K, V, O, L, p);
-    case 128:
-      return dispatch_tile<Element, 128>(a, Q, K, V, O, L, p);
-    default:
-      throw std::invalid_argument("tensor_cores: head_dim not compiled (see kHeadDims)");
-  }
-}
-
-inline void dispatch(Action a, const void* Q, const void* K, const void* V, void* O, float* L, const DeviceProblem& p) {
-  if (p.element == ElementType::bf16) return dispatch_head_dim<simt::bf16>(a, Q, K, V, O, L, p);
-  return dispatch_head_dim<simt::f16>(a, Q, K, V, O, L, p);
-}
-
-void launch_tensor_cores(const void* Q, const void* K, const void* V, void* O, float* L, const DeviceProblem& problem) {
-  dispatch(Action::launch, Q, K, V, O, L, problem);
-}
-
-#if defined(__CUDACC__)
-void prepare_tensor_cores(const DeviceProblem& problem) {
-  dispatch(Action::prepare, nullptr, nullptr, nullptr, nullptr, nullptr, problem);
-}
-void enqueue_tensor_cores(const void* Q, const void* K, const void* V, void* O, float* L,
-                          const DeviceProblem& problem) {
-  dispatch(Action::enqueue, Q, K, V, O, L, problem);
-}
-#endif
-
-DeviceRun run_tensor_cores(std::span<const std::uint16_t> Q, std::span<const std::uint16_t> K,
-                           std::span<const std::uint16_t> V, const DeviceProblem& problem) {
-  simt::DeviceBuffer<std::uint16_t> dQ(Q), dK(K), dV(V);
-  simt::DeviceBuffer<std::uint16_t> dO(Q.size());
-  simt::DeviceBuffer<float> dL(static_cast<std::size_t>(problem.batch_heads) * problem.seq_len_q);
-  dO.poison();  // NaN in bf16 and in fp16: an unwritten output cannot pass for a result
-  dL.poison();
-
-  const auto start = std::chrono::steady_clock::now();
-  launch_tensor_cores(dQ.data(), dK.data(), dV.data(), dO.data(), dL.data(), problem);
-  const std::chrono::duration<double, std::milli> elapsed = std::chrono::steady_clock::now() - start;
-
-  return {dO.to_host(), dL.to_host(), elapsed.count()};
+// Host data in, host data out: Q, K, V rounded to the element type on their way to the device, O and
+// L filled with NaN, the launch, O (widened to float32) and L back.
+Result run_tensor_cores(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K, const fa::Tensor4<float>& V,
+                        const DeviceProblem& problem) {
+  const auto run = [&]<class Element>() {
+    return fa::run_forward<Element, simt::DeviceBuffer>(
+        Q, K, V, [&](const Element* q, const Element* k, const Element* v, Element* o, float* l) {
+          launch_tensor_cores(q, k, v, o, l, problem, simt::LaunchMode::synchronous);
+        });
+  };
+  if (problem.element == ElementType::bf16) return run.template operator()<simt::bf16>();
+  return run.template operator()<simt::f16>();
 }
 
 }  // namespace ch06::SIMT_BACKEND

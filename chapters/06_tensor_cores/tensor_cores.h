@@ -1,74 +1,132 @@
 // Chapter 06's host API: FlashAttention-2 on tensor cores (tensor_cores.cuh), bf16 or fp16 inputs,
 // float32 accumulation, on the CPU through common/simt or on an NVIDIA GPU, chosen at run time.
+//
+// The path of one run: tensor_core_attention() below checks the problem (check_problem) and that
+// every input fits the element type (check_fits), then calls the kernel's run of the chosen backend,
+// defined in tensor_cores.cuh, which rounds Q, K, V to the element type on their way to the device,
+// launches the compiled instance for the element type, head_dim and the tile (common/chapter.h,
+// fa::dispatch) and brings O (widened to float32), L and the time back (fa::KernelRun).
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <optional>
-#include <string>
 #include <string_view>
 #include <vector>
 
-#include "chapters/06_tensor_cores/backends.h"
-#include "common/attention_shapes.h"
-#include "common/device.h"
+#include "common/chapter.h"
+#include "common/simt/launch_mode.h"
+#include "common/simt/profiled_copy.h"
 #include "common/tensor.h"
 
 namespace ch06 {
 
-// What is compiled into the kernel (template parameters); anything else is refused before a
-// launch. Br != Bc: (128, 64) is the default, (64, 64) the square one.
+// The 16-bit element types of the kernel's inputs and output. Scores, the running max m, the sum l
+// and the accumulator acc are float32 in both (mma.sync's .f32 accumulator).
+//   bf16: 8 exponent bits (float32's range), 8 significant bits: unit roundoff 2^-8
+//   f16:  5 exponent bits (largest finite 65504), 11 significant bits: unit roundoff 2^-11
+enum class ElementType { bf16, f16 };
+
+constexpr std::string_view to_string(ElementType e) { return e == ElementType::bf16 ? "bf16" : "fp16"; }
+
+// What is compiled into the kernel (template parameters): each element type, every head dim in
+// every tile; anything else is refused before a launch. Br != Bc: (128, 64) is the default (16 query
+// rows per warp), (64, 64) the square one.
 inline constexpr std::array<int, 2> kHeadDims{64, 128};
-inline constexpr std::array<TileShape, 2> kTileShapes{{{128, 64}, {64, 64}}};
+inline constexpr std::array<fa::Tile, 2> kTileShapes{{{128, 64}, {64, 64}}};
+inline constexpr auto kCompiled = fa::every(kHeadDims, kTileShapes);
 inline constexpr std::array<ElementType, 2> kElementTypes{ElementType::bf16, ElementType::f16};
 
 // "bf16" or "fp16" -> the element type. Throws std::invalid_argument naming the accepted names.
 ElementType parse_element_type(std::string_view name);
 
-// "Br x Bc" as the demo and the messages write it, e.g. "128x64"; and the list of kTileShapes.
-std::string tile_name(TileShape tile);
-std::string tile_list();
+// Throws std::invalid_argument, naming `name`, the index and the value, for a finite value of x that
+// `element` cannot hold: one that rounds to infinity (|x| above 65504 for fp16; for bf16 above
+// 3.39e38, the few float32 values closest to float32's own largest). Defined in tensor_cores.cpp.
+void check_fits(const fa::Tensor4<float>& x, ElementType element, std::string_view name);
 
 // x with every value rounded to the nearest `element` value, ties to even (the inputs the kernel
 // actually sees), back in float32, which holds every bf16 and fp16 value exactly. NaN stays NaN.
-// Throws std::invalid_argument, naming `name`, the index and the value, for a finite value that
-// the element type cannot hold (|x| > 65504, after rounding, for fp16; beyond float's range
-// nothing is finite, so bf16 never refuses).
+// Throws as check_fits.
 fa::Tensor4<float> round_to(const fa::Tensor4<float>& x, ElementType element, std::string_view name);
-// The same rounding, as the elements' 16-bit patterns (what the kernel reads: backends.h).
+// The same rounding, as the elements' 16-bit patterns. Throws as check_fits.
 std::vector<std::uint16_t> to_element_bits(const fa::Tensor4<float>& x, ElementType element, std::string_view name);
 
 struct Options {
   std::optional<double> scale;              // softmax scale; 1/sqrt(head_dim) when not given
   bool causal = false;                      // bottom-right aligned causal mask (common/attention_shapes.h)
-  TileShape tile{128, 64};                  // one of kTileShapes
+  fa::Tile tile{128, 64};                   // one of kTileShapes
   ElementType element = ElementType::bf16;  // the type of Q, K, V and O inside the kernel
 };
 
-struct Result {
-  fa::Tensor4<float> O;   // [batch, heads, seq_len_q, head_dim]: the kernel's bf16/fp16 output,
-                          // widened to float32 (exactly)
-  std::vector<float> L;   // [batch, heads, seq_len_q]: float32 logsumexp of each row of the scaled
-                          // scores, m + log(l); -inf for a row that sees no key
-  double elapsed_ms = 0;  // wall time of the launch (see backends.h)
+// O [batch, heads, seq_len_q, head_dim]: the kernel's bf16/fp16 output, widened to float32
+// (exactly); L [batch, heads, seq_len_q]: float32 logsumexp of each row of the scaled scores,
+// m + log(l), -inf for a row that sees no key; and the wall time of the launch.
+using Result = fa::KernelRun;
+
+// One attention problem as the kernel sees it (common/chapter.h), and the element type.
+struct DeviceProblem : fa::DeviceProblem {
+  ElementType element = ElementType::bf16;
 };
 
+// The kernel's two entry points, compiled once per backend from tensor_cores.cuh (add_kernels,
+// cmake/Chapters.cmake): ch06::cpu (common/simt, which runs mma.sync, ldmatrix and cp.async lane by
+// lane; always built), ch06::gpu (nvcc; where FA_HAVE_CUDA) and ch06::cpu_profiled (every memory
+// access seen by simt's profile and race checker, for --profile and --racecheck; where
+// SIMT_PROFILED_KERNELS). The element type, head_dim and the tile must be among the compiled ones
+// (check_problem refuses anything else first).
+//   Run:     host data in (float32 holding values of problem.element), host data out
+//            (fa::run_forward): the path of tensor_core_attention().
+//   Launch:  on memory already on the GPU, Q, K, V and O holding elements of problem.element (each
+//            head's rows 16-byte aligned), waiting for the kernel or not as `mode` says
+//            (common/simt/launch_mode.h): what the GPU benchmark times.
+using Run = Result(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K, const fa::Tensor4<float>& V,
+                   const DeviceProblem& problem);
+using Launch = void(const void* Q, const void* K, const void* V, void* O, float* L, const DeviceProblem& problem,
+                    simt::LaunchMode mode);
+namespace cpu {
+Run run_tensor_cores;
+}  // namespace cpu
+namespace cpu_profiled {
+Run run_tensor_cores;
+}  // namespace cpu_profiled
+namespace gpu {
+Run run_tensor_cores;
+Launch launch_tensor_cores;
+}  // namespace gpu
+
 // The problem as the kernel will see it, after every check that tensor_core_attention makes
-// before it touches the data (common/device_problem.h's limits, the head dim, the tile). Throws
-// std::invalid_argument as tensor_core_attention does, except for the inputs' values (round_to
-// checks those).
-DeviceProblem check_problem(const fa::AttentionShape& shape, const Options& options);
+// before it touches the data (fa::device_problem: the head dim and the tile among kCompiled, the
+// scale, the grid's limits and int indexing). Throws std::invalid_argument as tensor_core_attention
+// does, except for the inputs' values (check_fits checks those).
+inline DeviceProblem check_problem(const fa::AttentionShape& shape, const Options& options) {
+  return {fa::device_problem("tensor_core_attention", shape, options.scale, options.causal, options.tile, kCompiled),
+          options.element};
+}
 
 // O = softmax(Q K^T * scale) V and L by the FlashAttention-2 forward kernel on tensor cores.
 // Q: [batch, heads, seq_len_q, head_dim]; K, V: [batch, heads, seq_len_k, head_dim]; float32,
-// row-major, rounded here to options.element (round_to) before they go to the kernel; any
+// row-major, rounded to options.element (round to nearest even) on their way to the kernel; any
 // seq_len >= 1; head_dim one of kHeadDims; options.tile one of kTileShapes.
 // Throws std::invalid_argument (naming what is accepted) for another head_dim or tile shape,
 // shapes that do not fit together, a scale that is not finite, an input the element type cannot
 // hold, sizes past the kernel's int indexing, or batch * heads > 65535 (the grid's y limit);
 // std::runtime_error when device == gpu and no GPU can be used, or for a CUDA error.
 // Source: Dao 2023, FlashAttention-2, Algorithm 1 (forward pass) and section 3.3 (warps).
-Result tensor_core_attention(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K, const fa::Tensor4<float>& V,
-                             const Options& options = {}, fa::Device device = fa::Device::cpu);
+inline Result tensor_core_attention(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K,
+                                    const fa::Tensor4<float>& V, const Options& options = {},
+                                    fa::Device device = fa::Device::cpu) {
+  const DeviceProblem problem = check_problem(fa::check_attention_shapes(Q.shape, K.shape, V.shape), options);
+  check_fits(Q, options.element, "Q");
+  check_fits(K, options.element, "K");
+  check_fits(V, options.element, "V");
+  const auto on_cpu = [&] {
+#if SIMT_PROFILED_KERNELS  // while simt's profile or race checker is on, the copy whose accesses it sees
+    if (simt::use_profiled_copy()) return cpu_profiled::run_tensor_cores(Q, K, V, problem);
+#endif
+    return cpu::run_tensor_cores(Q, K, V, problem);
+  };
+  return fa::run_on(device, on_cpu, [&] { return gpu::run_tensor_cores(Q, K, V, problem); });
+}
 
 }  // namespace ch06

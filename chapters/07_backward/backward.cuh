@@ -28,13 +28,16 @@
 //   15.     dQ_i += scale * dS K_j, added to global memory by atomicAdd (atomic method only)
 //   16.     dK_j += dS^T Q_i                          (times scale once, at line 18)
 //   18.   write dK_j * scale and dV_j to global memory
-// and for the deterministic method, dQ from its own kernel, lines 8-15 with the loops exchanged:
-//   D1. for each query block i (one thread block each):                     dq_kernel
-//   D2.   load Q_i, dO_i, L_i, D_i; dQ_i = 0 in registers
-//   D3.   for each key block j (skipping those the causal mask hides from every row of the block):
-//   D4.     load K_j, V_j; lines 10, 11, 13, 14 as above (the same S, P, dP, dS)
-//   D5.     dQ_i += dS K_j, each element summed over j in one fixed order
-//   D6.   write dQ_i * scale
+// and for the deterministic method, dQ from its own kernel: the same lines with the two loops
+// exchanged (a thread block owns query block i and the key blocks stream past, as in the forward
+// pass), so that line 15 adds to dQ_i on chip, in one fixed order:                dq_kernel
+//    8.   for each query block i (one thread block each):
+//    9.     load Q_i, dO_i, L_i, D_i into shared memory; dQ_i = 0 (in registers)
+//    5.     for each key block j (skipping those the causal mask hides from every row of the block):
+//    6.       load K_j, V_j into shared memory
+//   10-14.    S, P, dP, dS as above (the same values, bit for bit)
+//   15.       dQ_i += dS K_j, each element summed over j = 0, 1, ... in order
+//   18.     write dQ_i * scale (line 15's scale, applied once)
 // The paper's line 9 also loads O_i and dQ_i, and its line 15 reads, updates and writes dQ_i back:
 // with D computed first, O is needed only in line 4, and atomicAdd does the read-add-write of line
 // 15 as one indivisible step (blocks of different key blocks add to the same dQ_i at once).
@@ -51,7 +54,7 @@
 //   dq_kernel:    Q_i, dO_i [Br][head_dim+1], K_j, V_j [Bc][head_dim+1], dS [Br][Bc+1], L_i, D_i [Br]
 //
 // Rows that see no key: the forward pass gives them L = -inf. exp(S - L) would be exp(+inf) there,
-// and +inf * 0 later gives NaN; lines 11 and D4 give such a row P = 0 without computing the exp, so
+// and +inf * 0 later gives NaN; line 11 (in both kernels) gives such a row P = 0 without computing the exp, so
 // its dS is 0 and it adds nothing to dK, dV, and its dQ is 0.
 //
 // This file is compiled twice (add_kernels in cmake/Chapters.cmake): by the host compiler through
@@ -67,18 +70,14 @@
 #include <cstddef>
 #include <limits>
 #include <span>
-#include <stdexcept>
 
-#include "chapters/07_backward/backends.h"
+#include "chapters/07_backward/backward.h"
 #include "common/simt/simt.h"
 
 namespace ch07::SIMT_BACKEND {
 
 inline constexpr int kThreadsPerRow = 4;
 inline constexpr int kPreprocessThreads = 128;  // query rows per block of preprocess_kernel
-
-// x limited to [lo, hi]. (std::clamp is not usable in device code without extra nvcc flags.)
-__host__ __device__ __forceinline__ int clamp_int(int x, int lo, int hi) { return x < lo ? lo : (x > hi ? hi : x); }
 
 // Floats of dynamic shared memory of one block of each kernel.
 constexpr std::size_t dk_dv_shared_floats(int head_dim, int Br, int Bc) {
@@ -118,13 +117,19 @@ __device__ __forceinline__ void load_rows(float* tile, const float* head, int fi
   }
 }
 
-// Lines 10, 11, 13, 14 for one entry (r, c) of the tile: dS[r][c] = P (dP - D) with
-// P = exp(Q_i[r] . K_j[c] * scale - L[r]) and dP = dO_i[r] . V_j[c], both dot products summed over
-// d = 0, 1, ... in order (the same in both kernels, so they see the same dS bit for bit). `seen`:
-// the key exists and the mask lets row r see it. Writes P to *p_out.
+// One entry (r, c) of a tile's P and dS (lines 10-14).
+struct PdS {
+  float P;
+  float dS;
+};
+
+// Lines 10, 11, 13, 14 for one entry (r, c) of the tile: P = exp(Q_i[r] . K_j[c] * scale - L[r])
+// and dS = P (dP - D) with dP = dO_i[r] . V_j[c], both dot products summed over d = 0, 1, ... in
+// order (the same in both kernels, so they see the same dS bit for bit). `seen`: the key exists
+// and the mask lets row r see it.
 template <int HEAD_DIM>
-__device__ __forceinline__ float tile_dS(const float* q, const float* k, const float* dO_row, const float* v, float L,
-                                         float D, float scale, bool seen, float* p_out) {
+__device__ __forceinline__ PdS tile_dS(const float* q, const float* k, const float* dO_row, const float* v, float L,
+                                       float D, float scale, bool seen) {
   float s = 0.0f;
   float dp = 0.0f;
   for (int d = 0; d < HEAD_DIM; ++d) {
@@ -133,8 +138,7 @@ __device__ __forceinline__ float tile_dS(const float* q, const float* k, const f
   }
   // Line 11. A row that sees no key has L = -inf: exp(s - L) would be +inf, so P is set to 0.
   const float p = (seen && L != -INFINITY) ? expf(s * scale - L) : 0.0f;
-  *p_out = p;
-  return p * (dp - D);  // line 14
+  return {p, p * (dp - D)};  // line 14
 }
 
 // Lines 5-18 (line 15 only with ATOMIC_DQ). Grid: (ceil(seq_len_k / Bc), batch * heads); block:
@@ -181,10 +185,10 @@ __global__ void dk_dv_kernel(const float* __restrict__ Q, const float* __restric
   float dk[kCols], dv[kCols];
   for (int n = 0; n < kCols; ++n) dk[n] = dv[n] = 0.0f;
 
-  // Line 8, the causal skip: row i sees key j when j <= i + shift. The block's first key j0 is seen
-  // from row j0 - shift on, so query blocks that end before that row are hidden from every key.
+  // Line 8, the causal skip: the block's first key j0 is seen from row first_row on (the mask's rule,
+  // fa::first_query_seeing), so query blocks that end before that row are hidden from every key.
   const int shift = seq_len_k - seq_len_q;
-  const int first_row = causal ? clamp_int(j0 - shift, 0, seq_len_q) : 0;
+  const int first_row = fa::first_query_seeing(j0, seq_len_q, seq_len_k, causal);
   const int num_blocks = (seq_len_q + Br - 1) / Br;
   for (int block = first_row / Br; block < num_blocks; ++block) {
     const int i0 = block * Br;
@@ -204,8 +208,10 @@ __global__ void dk_dv_kernel(const float* __restrict__ Q, const float* __restric
     for (int n = 0; n < kRowsPerThread; ++n) {
       const int r = lane + kThreadsPerRow * n;
       const bool seen = j < seq_len_k && (!causal || j <= i0 + r + shift);
-      dSs[r * kPStride + c] = tile_dS<HEAD_DIM>(&Qi[r * kStride], &Kj[c * kStride], &dOi[r * kStride], &Vj[c * kStride],
-                                                Li[r], Di[r], scale, seen, &Ps[r * kPStride + c]);
+      const PdS e = tile_dS<HEAD_DIM>(&Qi[r * kStride], &Kj[c * kStride], &dOi[r * kStride], &Vj[c * kStride], Li[r],
+                                      Di[r], scale, seen);
+      Ps[r * kPStride + c] = e.P;
+      dSs[r * kPStride + c] = e.dS;
     }
     __syncthreads();  // the tile's P and dS are complete
 
@@ -244,8 +250,9 @@ __global__ void dk_dv_kernel(const float* __restrict__ Q, const float* __restric
   }
 }
 
-// Lines D1-D6: dQ with the query blocks outside, each element summed over the key blocks in order
-// j = 0, 1, ..., so the same bits come out whatever order the blocks and threads run in. Grid:
+// dQ with the query blocks outside (lines 8, 9, 5, 6, 10-15, 18 in that order: the header), each
+// element summed over the key blocks in order j = 0, 1, ..., so the same bits come out whatever
+// order the blocks and threads run in. Grid:
 // (ceil(seq_len_q / Br), batch * heads); block: Br * kThreadsPerRow threads; dynamic shared memory
 // dq_shared_floats(HEAD_DIM, Br, Bc) * 4 bytes. Shapes as dk_dv_kernel.
 template <int HEAD_DIM, int Br, int Bc>
@@ -277,7 +284,7 @@ __global__ void dq_kernel(const float* __restrict__ Q, const float* __restrict__
   const float* K_head = K + bh * seq_len_k * HEAD_DIM;
   const float* V_head = V + bh * seq_len_k * HEAD_DIM;
 
-  // Line D2.
+  // Line 9: Q_i, dO_i, L_i, D_i; dQ_i = 0.
   load_rows<HEAD_DIM>(Qi, Q + bh * seq_len_q * HEAD_DIM, i0, Br, seq_len_q, tid, kThreads);
   load_rows<HEAD_DIM>(dOi, dO + bh * seq_len_q * HEAD_DIM, i0, Br, seq_len_q, tid, kThreads);
   for (int rr = tid; rr < Br; rr += kThreads) {
@@ -288,14 +295,13 @@ __global__ void dq_kernel(const float* __restrict__ Q, const float* __restrict__
   float dq[kCols];
   for (float& x : dq) x = 0.0f;
 
-  // Line D3, the causal skip as in chapter 05: the block's last real row sees the most keys.
-  const int shift = seq_len_k - seq_len_q;
+  // Line 5, the causal skip as in chapter 05: the block's last real row sees the most keys.
   const int last_row = (i0 + Br < seq_len_q ? i0 + Br : seq_len_q) - 1;
-  const int block_visible = causal ? clamp_int(last_row + shift + 1, 0, seq_len_k) : seq_len_k;
-  const int num_blocks = (block_visible + Bc - 1) / Bc;
+  const int num_blocks = (fa::visible_keys(last_row, seq_len_q, seq_len_k, causal) + Bc - 1) / Bc;
+  const int visible = fa::visible_keys(i, seq_len_q, seq_len_k, causal);  // this thread's row sees keys < visible
   for (int block = 0; block < num_blocks; ++block) {
     const int j0 = block * Bc;
-    // Line D4: K_j, V_j, then this thread's entries (r, c) of dS, c = lane + 4 n.
+    // Line 6: K_j, V_j; then lines 10-14 for this thread's entries (r, c) of dS, c = lane + 4 n.
     __syncthreads();  // every thread is done with the previous tile's K_j, V_j and dS
     load_rows<HEAD_DIM>(Kj, K_head, j0, Bc, seq_len_k, tid, kThreads);
     load_rows<HEAD_DIM>(Vj, V_head, j0, Bc, seq_len_k, tid, kThreads);
@@ -303,89 +309,80 @@ __global__ void dq_kernel(const float* __restrict__ Q, const float* __restrict__
     for (int n = 0; n < kKeysPerThread; ++n) {
       const int c = lane + kThreadsPerRow * n;
       const int j = j0 + c;
-      const bool seen = j < seq_len_k && (!causal || j <= i + shift);
-      float p;  // P is not needed here, only dS
       dSs[r * kPStride + c] = tile_dS<HEAD_DIM>(&Qi[r * kStride], &Kj[c * kStride], &dOi[r * kStride], &Vj[c * kStride],
-                                                Li[r], Di[r], scale, seen, &p);
+                                                Li[r], Di[r], scale, j < visible)
+                                  .dS;
     }
     __syncthreads();  // the row's dS is complete (written by its 4 threads)
-    // Line D5: dQ_i += dS K_j for this thread's columns, keys in order cc = 0, 1, ...
+    // Line 15: dQ_i += dS K_j for this thread's columns, keys in order cc = 0, 1, ...
     for (int cc = 0; cc < Bc; ++cc) {
       const float ds = dSs[r * kPStride + cc];
       for (int n = 0; n < kCols; ++n) dq[n] += ds * Kj[cc * kStride + lane + kThreadsPerRow * n];
     }
   }
 
-  // Line D6 (a row that sees no key ran no tile, or only tiles where its P is 0: dQ = 0).
+  // Line 18, for dQ_i (a row that sees no key ran no tile, or only tiles where its P is 0: dQ = 0).
   if (i < seq_len_q) {
     float* dQ_row = dQ + (bh * seq_len_q + i) * HEAD_DIM;
     for (int n = 0; n < kCols; ++n) dQ_row[lane + kThreadsPerRow * n] = scale * dq[n];
   }
 }
 
-// The three launches for one head dim; throws what simt::launch throws.
-template <int HEAD_DIM>
-void launch_head_dim(const float* Q, const float* K, const float* V, const float* O, const float* L, const float* dO,
-                     float* D, float* dQ, float* dK, float* dV, const DeviceProblem& p) {
-  constexpr TileShape tile = tile_for_head_dim(HEAD_DIM);
-  constexpr int Br = tile.Br, Bc = tile.Bc;
-  const unsigned heads = static_cast<unsigned>(p.batch_heads);
-
-  constexpr auto preprocess = preprocess_kernel<HEAD_DIM>;
-  simt::launch<preprocess>(
-      dim3(static_cast<unsigned>((p.seq_len_q + kPreprocessThreads - 1) / kPreprocessThreads), heads),
-      dim3(kPreprocessThreads), 0, O, dO, D, dQ, p.seq_len_q, !p.deterministic);
-
-  const std::size_t dk_dv_bytes = dk_dv_shared_floats(HEAD_DIM, Br, Bc) * sizeof(float);
-  const dim3 key_grid(static_cast<unsigned>((p.seq_len_k + Bc - 1) / Bc), heads);
-  if (p.deterministic) {
-    constexpr auto kernel = dk_dv_kernel<HEAD_DIM, Br, Bc, false>;
-    simt::set_max_dynamic_shared_bytes<kernel>(dk_dv_bytes);  // above 48 KiB a GPU needs the opt-in
-    simt::launch<kernel>(key_grid, dim3(Bc * kThreadsPerRow), dk_dv_bytes, Q, K, V, L, dO, static_cast<const float*>(D),
-                         dQ, dK, dV, p.seq_len_q, p.seq_len_k, p.scale, p.causal);
-    constexpr auto dq = dq_kernel<HEAD_DIM, Br, Bc>;
-    const std::size_t dq_bytes = dq_shared_floats(HEAD_DIM, Br, Bc) * sizeof(float);
-    simt::set_max_dynamic_shared_bytes<dq>(dq_bytes);
-    simt::launch<dq>(dim3(static_cast<unsigned>((p.seq_len_q + Br - 1) / Br), heads), dim3(Br * kThreadsPerRow),
-                     dq_bytes, Q, K, V, L, dO, static_cast<const float*>(D), dQ, p.seq_len_q, p.seq_len_k, p.scale,
-                     p.causal);
-  } else {
-    constexpr auto kernel = dk_dv_kernel<HEAD_DIM, Br, Bc, true>;
-    simt::set_max_dynamic_shared_bytes<kernel>(dk_dv_bytes);
-    simt::launch<kernel>(key_grid, dim3(Bc * kThreadsPerRow), dk_dv_bytes, Q, K, V, L, dO, static_cast<const float*>(D),
-                         dQ, dK, dV, p.seq_len_q, p.seq_len_k, p.scale, p.causal);
-  }
-}
-
+// The launches: the kernels compiled for the problem's head_dim and its tile (fa::dispatch) on
+// memory already on this backend's device, waiting for them or not as `mode` says
+// (common/simt/launch_mode.h): lines 3-4 (preprocess_kernel), lines 5-18 (dk_dv_kernel, with line
+// 15 by atomics unless deterministic), and for the deterministic method dq_kernel. Above 48 KiB of
+// shared memory a GPU needs each kernel's opt-in first (a runtime call the first time only).
+// Throws what simt::launch throws.
 void launch_backward(const float* Q, const float* K, const float* V, const float* O, const float* L, const float* dO,
-                     float* D, float* dQ, float* dK, float* dV, const DeviceProblem& problem) {
-  switch (problem.head_dim) {
-    case 32:
-      return launch_head_dim<32>(Q, K, V, O, L, dO, D, dQ, dK, dV, problem);
-    case 64:
-      return launch_head_dim<64>(Q, K, V, O, L, dO, D, dQ, dK, dV, problem);
-    case 128:
-      return launch_head_dim<128>(Q, K, V, O, L, dO, D, dQ, dK, dV, problem);
-    default:
-      throw std::invalid_argument("attention backward: head_dim not compiled (see ch07::kHeadDims)");
-  }
+                     float* D, float* dQ, float* dK, float* dV, const DeviceProblem& p, simt::LaunchMode mode) {
+  const auto heads = static_cast<unsigned>(p.batch_heads);
+  const auto blocks = [](int n, int per_block) { return static_cast<unsigned>((n + per_block - 1) / per_block); };
+  fa::dispatch<kCompiled>(p, [&]<fa::KernelShape k>() {
+    constexpr int Br = k.tile.Br, Bc = k.tile.Bc;
+    simt::launch<preprocess_kernel<k.head_dim>>(mode, dim3(blocks(p.seq_len_q, kPreprocessThreads), heads),
+                                                dim3(kPreprocessThreads), 0, O, dO, D, dQ, p.seq_len_q,
+                                                !p.deterministic);
+
+    const auto launch_dk_dv = [&]<bool ATOMIC_DQ>() {
+      constexpr auto kernel = dk_dv_kernel<k.head_dim, Br, Bc, ATOMIC_DQ>;
+      const std::size_t bytes = dk_dv_shared_floats(k.head_dim, Br, Bc) * sizeof(float);
+      simt::set_max_dynamic_shared_bytes<kernel>(bytes);
+      simt::launch<kernel>(mode, dim3(blocks(p.seq_len_k, Bc), heads), dim3(Bc * kThreadsPerRow), bytes, Q, K, V, L, dO,
+                           static_cast<const float*>(D), dQ, dK, dV, p.seq_len_q, p.seq_len_k, p.scale, p.causal);
+    };
+    if (!p.deterministic) return launch_dk_dv.template operator()<true>();
+    launch_dk_dv.template operator()<false>();
+
+    constexpr auto dq = dq_kernel<k.head_dim, Br, Bc>;
+    const std::size_t bytes = dq_shared_floats(k.head_dim, Br, Bc) * sizeof(float);
+    simt::set_max_dynamic_shared_bytes<dq>(bytes);
+    simt::launch<dq>(mode, dim3(blocks(p.seq_len_q, Br), heads), dim3(Br * kThreadsPerRow), bytes, Q, K, V, L, dO,
+                     static_cast<const float*>(D), dQ, p.seq_len_q, p.seq_len_k, p.scale, p.causal);
+  });
 }
 
-BackwardRun run_backward(std::span<const float> Q, std::span<const float> K, std::span<const float> V,
-                         std::span<const float> O, std::span<const float> L, std::span<const float> dO,
-                         const DeviceProblem& problem) {
-  simt::DeviceBuffer<float> q(Q), k(K), v(V), o(O), l(L), d_o(dO);
-  simt::DeviceBuffer<float> dq(Q.size()), dk(K.size()), dv(V.size()), d(L.size());
-  // An unwritten output cannot pass for a result; and for the atomic method, a dQ that line 3
-  // forgot to zero stays NaN, and simt's race checker reports its read (common/simt/racecheck.h).
-  for (simt::DeviceBuffer<float>* out : {&dq, &dk, &dv, &d}) out->poison();
+// Host data in, host data out: copies the inputs to the device, fills dQ, dK, dV and D with NaN (an
+// unwritten output cannot pass for a result; and for the atomic method, a dQ that line 3 forgot to
+// zero stays NaN), launches, copies the outputs back. elapsed_ms covers the launches only.
+Gradients run_backward(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K, const fa::Tensor4<float>& V,
+                       const fa::Tensor4<float>& O, std::span<const float> L, const fa::Tensor4<float>& dO,
+                       const DeviceProblem& problem) {
+  const auto in = [](const std::vector<float>& host) {
+    return simt::DeviceBuffer<float>(std::span<const float>(host));
+  };
+  const simt::DeviceBuffer<float> q = in(Q.values), k = in(K.values), v = in(V.values), o = in(O.values), l(L),
+                                  d_o = in(dO.values);
+  simt::DeviceBuffer<float> dq(Q.values.size()), dk(K.values.size()), dv(V.values.size()), d(L.size());
+  for (simt::DeviceBuffer<float>* out : {&dq, &dk, &dv, &d}) out->poison();  // (and unwritten: racecheck.h)
 
   const auto start = std::chrono::steady_clock::now();
   launch_backward(q.data(), k.data(), v.data(), o.data(), l.data(), d_o.data(), d.data(), dq.data(), dk.data(),
-                  dv.data(), problem);
+                  dv.data(), problem, simt::LaunchMode::synchronous);
   const std::chrono::duration<double, std::milli> elapsed = std::chrono::steady_clock::now() - start;
 
-  return {dq.to_host(), dk.to_host(), dv.to_host(), d.to_host(), elapsed.count()};
+  return {fa::Tensor4<float>(Q.shape, dq.to_host()), fa::Tensor4<float>(K.shape, dk.to_host()),
+          fa::Tensor4<float>(V.shape, dv.to_host()), d.to_host(), elapsed.count()};
 }
 
 }  // namespace ch07::SIMT_BACKEND

@@ -1,25 +1,38 @@
 // Chapter 07's host API: the FlashAttention-2 backward pass (backward.cuh), on the CPU through
 // common/simt or on an NVIDIA GPU, chosen at run time.
+//
+// The path of one run: flash_attention_2_backward() below checks the problem (check_problem), then
+// calls the kernels' run of the chosen backend, defined in backward.cuh, which copies the inputs to
+// the device, launches the kernels compiled for head_dim (common/chapter.h, fa::dispatch) and brings
+// dQ, dK, dV, D and the time back.
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <optional>
 #include <span>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
-#include "chapters/07_backward/backends.h"
-#include "common/device.h"
+#include "common/chapter.h"
+#include "common/simt/launch_mode.h"
+#include "common/simt/profiled_copy.h"
 #include "common/tensor.h"
 
 namespace ch07 {
 
-// The head dims compiled into the kernels (template parameters); anything else is refused before
-// a launch. Each runs with the tile of tile_for_head_dim() (backends.h).
-inline constexpr std::array<int, 3> kHeadDims{32, 64, 128};
+// The tile each compiled head dim runs with: Br query rows and Bc keys, the same in both kernels of
+// the backward pass. Br != Bc on purpose, so that a kernel that mixes up query rows and keys cannot
+// pass. head_dim 128 takes 32 x 32 so that the dK, dV kernel's shared memory (K_j, V_j, Q_i, dO_i,
+// P, dS) stays under 99 KiB, what a block of most GPUs may have.
+constexpr fa::Tile tile_for_head_dim(int head_dim) { return head_dim == 128 ? fa::Tile{32, 32} : fa::Tile{32, 64}; }
 
-// Throws std::invalid_argument, naming kHeadDims, unless head_dim is one of them.
-void check_head_dim(std::size_t head_dim);
+// The head dims compiled into the kernels (template parameters), each with its tile; anything else
+// is refused before a launch.
+inline constexpr std::array<int, 3> kHeadDims{32, 64, 128};
+inline constexpr std::array<fa::KernelShape, 3> kCompiled{
+    {{32, tile_for_head_dim(32)}, {64, tile_for_head_dim(64)}, {128, tile_for_head_dim(128)}}};
 
 // How dQ is produced (backward.cuh): by atomicAdd from the dK, dV kernel (one pass; the order of
 // the float additions depends on which block comes first), or by a second kernel with the query
@@ -37,8 +50,50 @@ struct Gradients {
   fa::Tensor4<float> dK;  // [batch, heads, seq_len_k, head_dim]
   fa::Tensor4<float> dV;  // [batch, heads, seq_len_k, head_dim]
   std::vector<float> D;   // [batch, heads, seq_len_q]: rowsum(dO * O), line 4 of backward.cuh
-  double elapsed_ms = 0;  // wall time of the launches (see backends.h)
+  double elapsed_ms = 0;  // wall time of the launches, kernels finished (fa::KernelRun)
 };
+
+// One backward problem as the kernels see it (common/chapter.h; the tile is tile_for_head_dim's),
+// and how dQ is made.
+struct DeviceProblem : fa::DeviceProblem {
+  bool deterministic = false;  // dQ from its own kernel (query blocks outside) instead of atomics
+};
+
+// The kernels' two entry points, compiled once per backend from backward.cuh (add_kernels,
+// cmake/Chapters.cmake): ch07::cpu (common/simt; always built), ch07::gpu (nvcc; where
+// FA_HAVE_CUDA) and ch07::cpu_profiled (every memory access seen by simt's profile and race
+// checker, for --profile and --racecheck; where SIMT_PROFILED_KERNELS). head_dim and the tile must
+// be among kCompiled (check_problem refuses anything else).
+//   Run:     host data in, host data out: the path of flash_attention_2_backward(). Shapes as there.
+//   Launch:  on memory already on the GPU, the preprocessing kernel (D, and dQ = 0 for the atomic
+//            method), the dK, dV kernel, and with problem.deterministic the dQ kernel, waiting for
+//            them or not as `mode` says (common/simt/launch_mode.h): what the GPU benchmark times.
+//            Q, O, dO, dQ: [batch_heads, seq_len_q, head_dim]; K, V, dK, dV: [batch_heads, seq_len_k,
+//            head_dim]; L, D: [batch_heads, seq_len_q].
+using Run = Gradients(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K, const fa::Tensor4<float>& V,
+                      const fa::Tensor4<float>& O, std::span<const float> L, const fa::Tensor4<float>& dO,
+                      const DeviceProblem& problem);
+using Launch = void(const float* Q, const float* K, const float* V, const float* O, const float* L, const float* dO,
+                    float* D, float* dQ, float* dK, float* dV, const DeviceProblem& problem, simt::LaunchMode mode);
+namespace cpu {
+Run run_backward;
+}  // namespace cpu
+namespace cpu_profiled {
+Run run_backward;
+}  // namespace cpu_profiled
+namespace gpu {
+Run run_backward;
+Launch launch_backward;
+}  // namespace gpu
+
+// The problem as the kernels see it, after every check flash_attention_2_backward makes before any
+// work: head_dim among kHeadDims, fa::device_problem's (scale finite in float32, batch * heads <=
+// 65535, int indexing of one head's Q, K, V). Throws std::invalid_argument naming what is accepted.
+inline DeviceProblem check_problem(const fa::AttentionShape& shape, const Options& options) {
+  const fa::Tile tile = tile_for_head_dim(static_cast<int>(shape.head_dim));
+  return {fa::device_problem("attention backward", shape, options.scale, options.causal, tile, kCompiled),
+          options.dq == DqMethod::deterministic};
+}
 
 // dQ, dK, dV of a loss whose gradient with respect to O = softmax(Q K^T * scale) V is dO, by the
 // FlashAttention-2 backward pass, from the forward pass's O and L (chapter 05's
@@ -51,9 +106,28 @@ struct Gradients {
 // sizes past the kernels' int indexing or batch * heads > 65535 (the grid's y limit);
 // std::runtime_error when device == gpu and no GPU can be used, or for a CUDA error.
 // Source: Dao 2023, FlashAttention-2, Algorithm 2 (backward pass).
-Gradients flash_attention_2_backward(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K,
-                                     const fa::Tensor4<float>& V, const fa::Tensor4<float>& O, std::span<const float> L,
-                                     const fa::Tensor4<float>& dO, const Options& options = {},
-                                     fa::Device device = fa::Device::cpu);
+inline Gradients flash_attention_2_backward(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K,
+                                            const fa::Tensor4<float>& V, const fa::Tensor4<float>& O,
+                                            std::span<const float> L, const fa::Tensor4<float>& dO,
+                                            const Options& options = {}, fa::Device device = fa::Device::cpu) {
+  const fa::AttentionShape shape = fa::check_attention_shapes(Q.shape, K.shape, V.shape);
+  const DeviceProblem problem = check_problem(shape, options);
+  if (O.shape != Q.shape || dO.shape != Q.shape) {
+    throw std::invalid_argument("attention backward: O " + O.shape.str() + " and dO " + dO.shape.str() +
+                                " must have Q's shape " + Q.shape.str());
+  }
+  if (L.size() != fa::attention_rows(shape)) {
+    throw std::invalid_argument("attention backward: L has " + std::to_string(L.size()) +
+                                " values, expected one per query row, batch * heads * seq_len_q = " +
+                                std::to_string(fa::attention_rows(shape)));
+  }
+  const auto on_cpu = [&] {
+#if SIMT_PROFILED_KERNELS  // while simt's profile or race checker is on, the copy whose accesses it sees
+    if (simt::use_profiled_copy()) return cpu_profiled::run_backward(Q, K, V, O, L, dO, problem);
+#endif
+    return cpu::run_backward(Q, K, V, O, L, dO, problem);
+  };
+  return fa::run_on(device, on_cpu, [&] { return gpu::run_backward(Q, K, V, O, L, dO, problem); });
+}
 
 }  // namespace ch07

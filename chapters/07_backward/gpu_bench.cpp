@@ -20,11 +20,11 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
-#include "chapters/05_flash_attention_2/backends.h"
-#include "chapters/07_backward/backends.h"
-#include "common/cuda_check.h"  // after <cuda_runtime.h>
+#include "chapters/05_flash_attention_2/flash_attention_2.h"
+#include "chapters/07_backward/backward.h"
 #include "common/gpu_bench.h"
 #include "common/random.h"
+#include "common/simt/cuda_check.h"  // after <cuda_runtime.h>
 
 namespace {
 
@@ -58,8 +58,8 @@ int main(int argc, char** argv) {
   try {
     int device = 0;
     cudaDeviceProp prop{};
-    FA_CUDA_CHECK(cudaGetDevice(&device));
-    FA_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+    SIMT_CUDA_CHECK(cudaGetDevice(&device));
+    SIMT_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
     if (!once) {
       fmt::print(
           "device: {}; batch {}, heads {}, float32; median of {} runs after {} warm-up; FLOPs: 2.5 x the "
@@ -76,14 +76,15 @@ int main(int argc, char** argv) {
             dO(fa::normal<float>(qkv, 4)), O(qkv), L(rows), D(rows), dQ(qkv), dK(qkv), dV(qkv);
         for (bool causal : {false, true}) {
           const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-          const fa::DeviceProblem common{batch * heads, n, n, d, scale, causal};
-          const ch05::DeviceProblem forward{common, {64, 64}};
-          ch05::gpu::launch_flash_attention_2(Q.data(), K.data(), V.data(), O.data(), L.data(), forward);
+          const fa::DeviceProblem forward{batch * heads, n, n, d, scale, causal, {64, 64}};
+          ch05::gpu::launch_flash_attention_2(Q.data(), K.data(), V.data(), O.data(), L.data(), forward,
+                                              simt::LaunchMode::synchronous);
           for (bool deterministic : {false, true}) {
-            const ch07::DeviceProblem problem{common, deterministic};
+            const ch07::DeviceProblem problem{{batch * heads, n, n, d, scale, causal, ch07::tile_for_head_dim(d)},
+                                              deterministic};
             auto pass = [&] {
               ch07::gpu::launch_backward(Q.data(), K.data(), V.data(), O.data(), L.data(), dO.data(), D.data(),
-                                         dQ.data(), dK.data(), dV.data(), problem);
+                                         dQ.data(), dK.data(), dV.data(), problem, simt::LaunchMode::synchronous);
             };
             if (once) {
               pass();

@@ -83,7 +83,8 @@ int main(int argc, char** argv) {
     const fa::Device device = fa::chosen_device(cli);
     const fa::AttentionProblem in = fa::load_or_draw(cli);
     try {
-      ch07::check_head_dim(in.Q.shape.head_dim);
+      (void)ch07::check_problem(fa::check_attention_shapes(in.Q.shape, in.K.shape, in.V.shape),
+                                {cli.scale, cli.causal});
     } catch (const std::invalid_argument& e) {
       if (cli.q_path.empty()) throw;
       throw std::invalid_argument(fmt::format("{}: {}", in.origin, e.what()));  // name the files
@@ -126,7 +127,7 @@ int main(int argc, char** argv) {
                ch07::describe(checks.dV));
 
     if (in.Q.shape.seq_len == seq_len_k) {
-      const ch07::TileShape tile = ch07::tile_for_head_dim(static_cast<int>(in.Q.shape.head_dim));
+      const fa::Tile tile = ch07::tile_for_head_dim(static_cast<int>(in.Q.shape.head_dim));
       print_traffic({static_cast<std::int64_t>(seq_len_k), static_cast<std::int64_t>(in.Q.shape.head_dim), tile.Br,
                      tile.Bc, 4, 4});
     }

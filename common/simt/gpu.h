@@ -12,7 +12,7 @@
 //   DeviceBuffer<T>                               cudaMalloc / cudaMemcpy / cudaMemset / cudaFree
 //   SIMT_DYNAMIC_SHARED(T, name)                  extern __shared__ (16-byte aligned)
 //
-// Every CUDA call is checked with FA_CUDA_CHECK: a failure throws std::runtime_error with the call,
+// Every CUDA call is checked with SIMT_CUDA_CHECK: a failure throws std::runtime_error with the call,
 // the CUDA error, the file and the line; a launch failure also names the kernel.
 //
 // SIMT_POISON (1 unless NDEBUG is defined, i.e. in every preset of this project, whose Release
@@ -44,8 +44,8 @@
 #include <utility>
 #include <vector>
 
-#include "common/cuda_check.h"
 #include "common/simt/backend.h"
+#include "common/simt/cuda_check.h"
 #include "common/simt/launch_mode.h"
 #include "common/simt/launch_rules.h"
 
@@ -113,7 +113,7 @@ void launch_async(dim3 grid, dim3 block, std::size_t dynamic_shared_bytes, Args&
   rules::check_launch_shape(name, grid, block);
   Kernel<<<grid, block, dynamic_shared_bytes>>>(std::forward<Args>(args)...);
   try {
-    FA_CUDA_CHECK(cudaGetLastError());  // the launch itself (configuration, resources)
+    SIMT_CUDA_CHECK(cudaGetLastError());  // the launch itself (configuration, resources)
   } catch (const std::runtime_error& e) {
     throw std::runtime_error("simt::launch of " + std::string(name) + ": " + e.what());
   }
@@ -125,7 +125,7 @@ template <auto Kernel, class... Args>
 void launch(dim3 grid, dim3 block, std::size_t dynamic_shared_bytes, Args&&... args) {
   launch_async<Kernel>(grid, block, dynamic_shared_bytes, std::forward<Args>(args)...);
   try {
-    FA_CUDA_CHECK(cudaDeviceSynchronize());  // the kernel's run (a bad address, a trap)
+    SIMT_CUDA_CHECK(cudaDeviceSynchronize());  // the kernel's run (a bad address, a trap)
   } catch (const std::runtime_error& e) {
     throw std::runtime_error("simt::launch of " + std::string(rules::kernel_name<Kernel>()) + ": " + e.what());
   }
@@ -146,7 +146,7 @@ void launch(LaunchMode mode, dim3 grid, dim3 block, std::size_t dynamic_shared_b
 template <auto Kernel>
 void set_max_dynamic_shared_bytes(std::size_t bytes) {
   if (detail::applied_max_dynamic_shared_bytes<Kernel>.load() == bytes) return;
-  FA_CUDA_CHECK(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  SIMT_CUDA_CHECK(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
   detail::applied_max_dynamic_shared_bytes<Kernel> = bytes;
 }
 
@@ -157,9 +157,9 @@ class DeviceBuffer {
  public:
   // `count` elements; under SIMT_POISON filled with 0xff bytes (NaN for float), as on the CPU.
   explicit DeviceBuffer(std::size_t count) : size_(count) {
-    FA_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&data_), count * sizeof(T)));
+    SIMT_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&data_), count * sizeof(T)));
 #if SIMT_POISON
-    FA_CUDA_CHECK(cudaMemset(data_, 0xff, count * sizeof(T)));
+    SIMT_CUDA_CHECK(cudaMemset(data_, 0xff, count * sizeof(T)));
 #endif
   }
   explicit DeviceBuffer(std::span<const T> host) : DeviceBuffer(host.size()) { copy_from_host(host); }
@@ -177,11 +177,11 @@ class DeviceBuffer {
 
   void copy_from_host(std::span<const T> host) {
     rules::check_same_size("copy_from_host", size_, host.size());
-    FA_CUDA_CHECK(cudaMemcpy(data_, host.data(), size_ * sizeof(T), cudaMemcpyHostToDevice));
+    SIMT_CUDA_CHECK(cudaMemcpy(data_, host.data(), size_ * sizeof(T), cudaMemcpyHostToDevice));
   }
   void copy_to_host(std::span<T> host) const {
     rules::check_same_size("copy_to_host", size_, host.size());
-    FA_CUDA_CHECK(cudaMemcpy(host.data(), data_, size_ * sizeof(T), cudaMemcpyDeviceToHost));
+    SIMT_CUDA_CHECK(cudaMemcpy(host.data(), data_, size_ * sizeof(T), cudaMemcpyDeviceToHost));
   }
   std::vector<T> to_host() const {
     std::vector<T> host(size_);

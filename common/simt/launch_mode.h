@@ -1,5 +1,5 @@
 // simt::LaunchMode: whether a launch waits for its kernel. Plain C++ with no CUDA in it, so that
-// host code compiled by g++ (a chapter's backends.h, a GPU benchmark) can name it.
+// host code compiled by g++ (a chapter's host header, a GPU benchmark) can name it.
 //
 //   simt::launch<kernel>(grid, block, bytes, args...)                                 waits
 //   simt::launch<kernel>(simt::LaunchMode::asynchronous, grid, block, bytes, args...) does not

@@ -1303,8 +1303,11 @@ std::string who(const detail::Example& e) {
 
 std::string where(detail::Space space, const detail::Example& e) {
   if (space == detail::Space::shared) {
-    return e.static_shared ? fmt::format("a static __shared__ array (byte {} of the thread-local storage)", e.offset)
-                           : fmt::format("dynamic shared memory, byte {}", e.offset);
+    if (!e.static_shared) return fmt::format("dynamic shared memory, byte {}", e.offset);
+    std::uint64_t into = 0;
+    const std::string array = detail::display_name(sites::thread_local_variable(e.offset, into));
+    return array.empty() ? fmt::format("a static __shared__ array (byte {} of the thread-local storage)", e.offset)
+                         : fmt::format("__shared__ {}, byte {}", array, into);
   }
   const std::uint64_t element = e.offset / e.element_bytes, byte = e.offset % e.element_bytes;
   return fmt::format(

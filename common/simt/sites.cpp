@@ -8,8 +8,13 @@
 
 #include <fmt/format.h>
 
+#include <cxxabi.h>
+
+#include <cstdlib>
+
 #if SIMT_HAVE_LIBDW
 #include <elfutils/libdwfl.h>
+#include <gelf.h>
 #include <unistd.h>
 #endif
 
@@ -40,7 +45,7 @@ bool named_site(std::uintptr_t key, std::string& file, int& line) {
 
 // The path from the repository's top folder, where it is inside it.
 SourceLine trim_path(SourceLine s) {
-  for (const char* top : {"/chapters/", "/common/", "/tests/"}) {
+  for (const char* top : {"/chapters/", "/common/", "/tests/", "/examples/"}) {
     const std::size_t at = s.file.rfind(top);
     if (at != std::string::npos) {
       s.file = s.file.substr(at + 1);
@@ -72,12 +77,12 @@ std::uintptr_t key(const std::source_location& site) {
   return k;
 }
 
-SourceLine source_line(std::uintptr_t key) {
-  SourceLine named;
-  if (named_site(key, named.file, named.line)) return trim_path(named);
+namespace {
+
 #if SIMT_HAVE_LIBDW
-  // The key is a return address: the line of the call instruction just before it.
-  static std::mutex mutex;
+// The program's modules, read by libdw once; every use holds dwfl_mutex.
+std::mutex dwfl_mutex;
+Dwfl* program_dwfl() {
   static Dwfl* dwfl = [] {
     static const Dwfl_Callbacks callbacks = {dwfl_linux_proc_find_elf, dwfl_standard_find_debuginfo, nullptr, nullptr};
     Dwfl* d = dwfl_begin(&callbacks);
@@ -88,7 +93,19 @@ SourceLine source_line(std::uintptr_t key) {
     }
     return d;
   }();
-  std::scoped_lock lock(mutex);
+  return dwfl;
+}
+#endif
+
+}  // namespace
+
+SourceLine source_line(std::uintptr_t key) {
+  SourceLine named;
+  if (named_site(key, named.file, named.line)) return trim_path(named);
+#if SIMT_HAVE_LIBDW
+  // The key is a return address: the line of the call instruction just before it.
+  std::scoped_lock lock(dwfl_mutex);
+  Dwfl* dwfl = program_dwfl();
   if (dwfl == nullptr) return {};
   const Dwarf_Addr pc = key - 1;
   Dwfl_Module* module = dwfl_addrmodule(dwfl, pc);
@@ -102,6 +119,35 @@ SourceLine source_line(std::uintptr_t key) {
 #else
   return {};
 #endif
+}
+
+std::string thread_local_variable(std::uint64_t offset, std::uint64_t& into) {
+#if SIMT_HAVE_LIBDW
+  std::scoped_lock lock(dwfl_mutex);
+  Dwfl* dwfl = program_dwfl();
+  if (dwfl == nullptr) return "";
+  // The program itself holds this function; thread-local symbols have their offset into the
+  // program's thread-local block as their value (the ELF specification, "Thread-Local Storage").
+  Dwfl_Module* module = dwfl_addrmodule(dwfl, reinterpret_cast<Dwarf_Addr>(&thread_local_variable));
+  if (module == nullptr) return "";
+  const int symbols = dwfl_module_getsymtab(module);
+  for (int i = 0; i < symbols; ++i) {
+    GElf_Sym symbol;
+    const char* name = dwfl_module_getsym(module, i, &symbol, nullptr);
+    if (name == nullptr || GELF_ST_TYPE(symbol.st_info) != STT_TLS) continue;
+    if (offset < symbol.st_value || offset >= symbol.st_value + symbol.st_size) continue;
+    into = offset - symbol.st_value;
+    int status = 0;
+    char* demangled = abi::__cxa_demangle(name, nullptr, nullptr, &status);
+    std::string result = status == 0 && demangled != nullptr ? demangled : name;
+    std::free(demangled);
+    return result;
+  }
+#else
+  (void)offset;
+  (void)into;
+#endif
+  return "";
 }
 
 std::string where(std::uintptr_t key, const SourceLine& line) {

@@ -33,4 +33,10 @@ SourceLine source_line(std::uintptr_t key);
 // "file:line", or "0x... (no line information)".
 std::string where(std::uintptr_t key, const SourceLine& line);
 
+// The thread_local variable of the program at `offset` bytes into its block of thread-local
+// storage (memory_map.h: where static __shared__ arrays live), demangled, e.g.
+// "demo::cpu_profiled::block_sum(float const*, float*, bool)::tile", and the offset into it; "" where
+// the symbol table does not tell (no libdw, or no symbol there).
+std::string thread_local_variable(std::uint64_t offset, std::uint64_t& into);
+
 }  // namespace simt::sites

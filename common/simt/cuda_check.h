@@ -1,6 +1,6 @@
-// FA_CUDA_CHECK(call): runs a CUDA runtime call and throws std::runtime_error when it fails.
+// SIMT_CUDA_CHECK(call): runs a CUDA runtime call and throws std::runtime_error when it fails.
 //
-//   FA_CUDA_CHECK(cudaMalloc(&p, bytes));
+//   SIMT_CUDA_CHECK(cudaMalloc(&p, bytes));
 //   -> std::runtime_error("CUDA error: cudaMalloc(&p, bytes) failed: out of memory
 //                          (cudaErrorMemoryAllocation) at chapters/.../x.cu:42")
 //
@@ -19,7 +19,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace fa::detail {
+namespace simt {
 
 // Throws std::runtime_error naming `call`, the error and where; does nothing for cudaSuccess.
 inline void cuda_check(cudaError_t status, const char* call, const char* file, int line) {
@@ -28,8 +28,8 @@ inline void cuda_check(cudaError_t status, const char* call, const char* file, i
                            cudaGetErrorName(status) + ") at " + file + ":" + std::to_string(line));
 }
 
-}  // namespace fa::detail
+}  // namespace simt
 
-#define FA_CUDA_CHECK(call) ::fa::detail::cuda_check((call), #call, __FILE__, __LINE__)
+#define SIMT_CUDA_CHECK(call) ::simt::cuda_check((call), #call, __FILE__, __LINE__)
 
 #endif  // CUDART_VERSION
