@@ -101,7 +101,8 @@ int main(int argc, char** argv) {
       }
     }
     fmt::print("{} blocks x 128 threads, {} tiles each, end-of-tile barrier {}, schedule {}\n", blocks, kernel::kTiles,
-               fixed ? "present" : "MISSING", simt::to_string(simt::current_schedule()));
+               fixed ? "present" : "MISSING",
+               schedule.empty() ? std::string(simt::to_string(simt::current_schedule())) : schedule);
     fmt::print("sums: {} of {} wrong (on the CPU a cp.async lands only at its wait: the race cannot change them)\n\n",
                wrong, blocks * kernel::kThreads);
     if (!check) {

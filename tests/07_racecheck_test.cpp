@@ -13,8 +13,7 @@
 #include "common/random.h"
 #include "racecheck_support.h"
 
-TEST_CASE("the backward kernels have no race and read no unwritten memory (simt's race checker)",
-          "[ch07][racecheck]") {
+TEST_CASE("the backward kernels have no race and read no unwritten memory (simt's race checker)", "[ch07][racecheck]") {
   fa_test::require_race_free([] {
     std::uint64_t launches = 0;
     const double scale = 0.25;

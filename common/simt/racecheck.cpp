@@ -49,6 +49,7 @@
 #include <string>
 #include <tuple>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -498,37 +499,45 @@ void check_between_blocks(Launch& l, Records& out) {
           const std::uint8_t shared_bytes = a.mask & b.mask;
           if (!can_race(a.op, b.op) || shared_bytes == 0) continue;
           // The smallest pair of different blocks, one from each entry.
+          // The smallest pair of different blocks, one from each entry (block_a from a, block_b from b).
           bool found = false;
-          std::uint64_t best[2] = {0, 0};
-          std::uint16_t threads[2] = {0, 0};
+          std::uint64_t lowest[2] = {0, 0}, block_a = 0, block_b = 0;
+          std::uint16_t thread_a = 0, thread_b = 0;
           for (int x = 0; x < 2; ++x) {
             for (int y = 0; y < 2; ++y) {
               if (i == j && x >= y) continue;
               const std::uint64_t ba = a.block[x], bb = b.block[y];
               if (ba == kNoBlock || bb == kNoBlock || ba == bb) continue;
               const std::uint64_t lo = std::min(ba, bb), hi = std::max(ba, bb);
-              if (!found || std::tie(lo, hi) < std::tie(best[0], best[1])) {
+              if (!found || std::tie(lo, hi) < std::tie(lowest[0], lowest[1])) {
                 found = true;
-                best[0] = lo;
-                best[1] = hi;
-                threads[0] = ba < bb ? a.thread[x] : b.thread[y];
-                threads[1] = ba < bb ? b.thread[y] : a.thread[x];
+                lowest[0] = lo;
+                lowest[1] = hi;
+                block_a = ba;
+                block_b = bb;
+                thread_a = a.thread[x];
+                thread_b = b.thread[y];
               }
             }
           }
           if (!found) continue;
+          const HazardKey key = hazard_key(Space::global, false, a.site_op(), a.position, b.site_op(), b.position);
+          if (!(key.first == a.site_op()) || (i == j && block_b < block_a)) {  // the first access's block first
+            std::swap(block_a, block_b);
+            std::swap(thread_a, thread_b);
+          }
           Example e;
           e.who = Who::blocks;
-          e.block = best[0];
-          e.other_block = best[1];
+          e.block = block_a;
+          e.other_block = block_b;
           e.offset = index * kWordBytes + static_cast<unsigned>(__builtin_ctz(shared_bytes));
-          e.thread_a = threads[0];
-          e.thread_b = threads[1];
+          e.thread_a = thread_a;
+          e.thread_b = thread_b;
           e.argument = argument_of(l.arguments, shadow.id);
           e.buffer_bytes = shadow.bytes;
           e.element_bytes = shadow.element_bytes;
           e.grid = l.grid;
-          out[hazard_key(Space::global, false, a.site_op(), a.position, b.site_op(), b.position)].add(1, e);
+          out[key].add(1, e);
         }
       }
       // Step 7: a read of a byte unwritten when the launch began stays uninitialised unless another
@@ -892,12 +901,16 @@ class BlockChecker {
     }
   }
 
+  // t1 is the thread of entry a's access, t2 of entry b's.
   static void add_intra(Word& word, std::uint16_t a, std::uint16_t b, std::uint16_t t1, std::uint16_t t2) {
-    if (a > b) std::swap(a, b);
-    if (t1 > t2) std::swap(t1, t2);
+    if (a > b || (a == b && t1 > t2)) {
+      std::swap(a, b);
+      std::swap(t1, t2);
+    }
+    const auto sorted = [](std::uint16_t x, std::uint16_t y) { return std::pair(std::min(x, y), std::max(x, y)); };
     for (IntraPair& p : word.more().intra) {
       if (p.a == a && p.b == b) {
-        if (std::tie(t1, t2) < std::tie(p.t1, p.t2)) {
+        if (sorted(t1, t2) < sorted(p.t1, p.t2)) {
           p.t1 = t1;
           p.t2 = t2;
         }
@@ -926,12 +939,13 @@ class BlockChecker {
     }
     Example e = example(target, w, mask);
     e.who = x.thread == s.issuer ? Who::one_thread : x.warp == issuer_warp ? Who::lanes : Who::warps;
-    e.thread_a = std::min<std::uint32_t>(s.issuer, x.thread);
-    e.thread_b = std::max<std::uint32_t>(s.issuer, x.thread);
     const SiteOp copy{s.site, Operation::cp_async_write, 16};
     const HazardKey key = is_write(x.op) ? HazardKey{Kind::write_after_write, Space::shared, false,
                                                      std::min(copy, x.site_op()), std::max(copy, x.site_op())}
                                          : HazardKey{Kind::read_after_write, Space::shared, false, copy, x.site_op()};
+    const bool copy_first = key.first == copy;
+    e.thread_a = copy_first ? s.issuer : x.thread;  // the threads in the order of the two accesses
+    e.thread_b = copy_first ? x.thread : s.issuer;
     records_[key].add(1, e);
   }
 
@@ -967,7 +981,9 @@ class BlockChecker {
           const std::uint8_t both = a.mask & b.mask;
           if (!can_race(a.op, b.op) || both == 0) continue;
           Example e = example(target, where.index, both);
+          // The smallest pair of threads of different warps, one from each entry (thread_a from a).
           bool found = false;
+          std::uint32_t lowest[2] = {0, 0};
           for (int p = 0; p < 2; ++p) {
             for (int q = 0; q < 2; ++q) {
               if (i == j && p >= q) continue;
@@ -975,10 +991,12 @@ class BlockChecker {
               if (wa == kNone || wb == kNone || wa == wb) continue;
               const std::uint32_t ta = a.thread[p], tb = b.thread[q];
               const std::uint32_t lo = std::min(ta, tb), hi = std::max(ta, tb);
-              if (!found || std::tie(lo, hi) < std::tie(e.thread_a, e.thread_b)) {
+              if (!found || std::tie(lo, hi) < std::tie(lowest[0], lowest[1])) {
                 found = true;
-                e.thread_a = lo;
-                e.thread_b = hi;
+                lowest[0] = lo;
+                lowest[1] = hi;
+                e.thread_a = ta;
+                e.thread_b = tb;
               }
             }
           }
@@ -996,7 +1014,10 @@ class BlockChecker {
             e.thread_b = pair->t2;
             warning = true;
           }
-          records_[hazard_key(space, warning, a.site_op(), a.position, b.site_op(), b.position)].add(1, e);
+          const HazardKey key = hazard_key(space, warning, a.site_op(), a.position, b.site_op(), b.position);
+          // The threads in the order of the two accesses (for one entry with itself, the smaller first).
+          if (!(key.first == a.site_op()) || (i == j && e.thread_b < e.thread_a)) std::swap(e.thread_a, e.thread_b);
+          records_[key].add(1, e);
         }
       }
       if (space == Space::global) continue;  // global reads are decided at the end of the launch
@@ -1285,11 +1306,11 @@ std::string who(const detail::Example& e) {
   const std::string block = block_name(e.block, e.grid);
   switch (e.who) {
     case Who::warps:
-      return fmt::format("threads {} and {} (warps {} and {}) of block {}", e.thread_a, e.thread_b, e.thread_a / 32,
-                         e.thread_b / 32, block);
+      return fmt::format("thread {} (warp {}) and thread {} (warp {}) of block {}", e.thread_a, e.thread_a / 32,
+                         e.thread_b, e.thread_b / 32, block);
     case Who::lanes:
-      return fmt::format("threads {} and {} (lanes {} and {} of warp {}) of block {}", e.thread_a, e.thread_b,
-                         e.thread_a % 32, e.thread_b % 32, e.thread_a / 32, block);
+      return fmt::format("thread {} (lane {}) and thread {} (lane {}) of warp {} of block {}", e.thread_a,
+                         e.thread_a % 32, e.thread_b, e.thread_b % 32, e.thread_a / 32, block);
     case Who::blocks:
       return fmt::format("thread {} of block {} and thread {} of block {}", e.thread_a, block, e.thread_b,
                          block_name(e.other_block, e.grid));

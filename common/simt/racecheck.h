@@ -92,8 +92,10 @@ struct Hazard {
   Access first;             // the earlier access (the one of the pair that comes first in its thread since
                             // the barrier); for write-after-write the one with the smaller site
   Access second;            // empty for an uninitialised read
-  std::string who;          // e.g. "warps 0 and 1 (threads 5 and 37) of block (0, 0, 0)",
-                            // "lanes 0 and 8 of warp 0 of block (2, 0, 0)", "blocks (0, 0, 0) and (1, 0, 0)"
+  std::string who;          // the threads of one example, in the order of `first` and `second`, e.g.
+                            // "thread 5 (warp 0) and thread 37 (warp 1) of block (0, 0, 0)",
+                            // "thread 0 (lane 0) and thread 8 (lane 8) of warp 0 of block (2, 0, 0)",
+                            // "thread 0 of block (0, 0, 0) and thread 0 of block (1, 0, 0)"
   std::string where;        // e.g. "dynamic shared memory, byte 16384",
                             // "the buffer of argument 7 (1024 elements of 4 bytes), element 17" (arguments
                             // counted from 1; the first pointer argument that points into the buffer)

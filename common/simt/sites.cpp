@@ -133,7 +133,10 @@ std::string thread_local_variable(std::uint64_t offset, std::uint64_t& into) {
   const int symbols = dwfl_module_getsymtab(module);
   for (int i = 0; i < symbols; ++i) {
     GElf_Sym symbol;
-    const char* name = dwfl_module_getsym(module, i, &symbol, nullptr);
+    GElf_Addr address = 0;
+    // (getsym_info leaves st_value as the file has it: a thread-local symbol's offset, not moved by
+    // where the program was loaded.)
+    const char* name = dwfl_module_getsym_info(module, i, &symbol, &address, nullptr, nullptr, nullptr);
     if (name == nullptr || GELF_ST_TYPE(symbol.st_info) != STT_TLS) continue;
     if (offset < symbol.st_value || offset >= symbol.st_value + symbol.st_size) continue;
     into = offset - symbol.st_value;
