@@ -108,13 +108,7 @@ Results& results_store() {
   return r;
 }
 
-// "ch05::cpu_profiled::kernel<64, 64, 64>" -> "ch05::kernel<64, 64, 64>"
-std::string display_name(std::string_view kernel) {
-  std::string name(kernel);
-  const std::string_view copy = "cpu_profiled::";
-  for (std::size_t at; (at = name.find(copy)) != std::string::npos;) name.erase(at, copy.size());
-  return name;
-}
+using sites::display_name;
 
 // ---- One block being recorded ----------------------------------------------------------------
 

@@ -147,13 +147,7 @@ Results& results() {
   return r;
 }
 
-// "ch05::cpu_profiled::kernel<64, 64, 64>" -> "ch05::kernel<64, 64, 64>"
-std::string display_name(std::string_view kernel) {
-  std::string name(kernel);
-  const std::string_view copy = "cpu_profiled::";
-  for (std::size_t at; (at = name.find(copy)) != std::string::npos;) name.erase(at, copy.size());
-  return name;
-}
+using sites::display_name;
 
 void merge_into_results(const std::string& kernel, const Records& records) {
   if (records.empty()) return;
@@ -1326,7 +1320,7 @@ std::string where(detail::Space space, const detail::Example& e) {
   if (space == detail::Space::shared) {
     if (!e.static_shared) return fmt::format("dynamic shared memory, byte {}", e.offset);
     std::uint64_t into = 0;
-    const std::string array = detail::display_name(sites::thread_local_variable(e.offset, into));
+    const std::string array = sites::display_name(sites::thread_local_variable(e.offset, into));
     return array.empty() ? fmt::format("a static __shared__ array (byte {} of the thread-local storage)", e.offset)
                          : fmt::format("__shared__ {}, byte {}", array, into);
   }

@@ -35,11 +35,12 @@
 // Exact and schedule-independent: each check is over all the accesses of a barrier interval (or a
 // launch), summarised per 4-byte word in a form that does not depend on their order; every pair
 // of access sites that races is found, whatever order the threads ran in. What is reported for a
-// pair (the warps or blocks, the offset or element) is the smallest example, so it is the same on
-// every run too. Memory: per host thread, about 100 bytes per 4-byte word of the running block's
-// shared memory, plus the global words one block touches; per launch, 40 bytes per 4-byte word of
-// every DeviceBuffer it touches, freed when the launch ends; and one bit per byte of every
-// DeviceBuffer made while the checker is on.
+// pair (the threads, the offset or element) is the smallest example, so it is the same on every
+// run too. Memory, bounded by the memory the kernels touch: per host thread, 64 bytes per 4-byte
+// word of the running block's shared memory (more for a word several sites touch, and 40 for the
+// cp.async windows of a kernel that issues any) and 128 bytes per global word the block touches;
+// per launch, 72 bytes per 4-byte word of every DeviceBuffer it touches, freed when the launch
+// ends; and one bit per byte of every DeviceBuffer made while the checker is on.
 //
 // Available in builds with GCC and without a sanitizer, as the memory profile (profile.h);
 // available() says so, and enable() and start() throw std::logic_error where it is not.

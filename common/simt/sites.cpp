@@ -153,6 +153,13 @@ std::string thread_local_variable(std::uint64_t offset, std::uint64_t& into) {
   return "";
 }
 
+std::string display_name(std::string_view kernel) {
+  std::string name(kernel);
+  const std::string_view copy = "cpu_profiled::";
+  for (std::size_t at; (at = name.find(copy)) != std::string::npos;) name.erase(at, copy.size());
+  return name;
+}
+
 std::string where(std::uintptr_t key, const SourceLine& line) {
   return line.file.empty() ? fmt::format("0x{:x} (no line information)", key)
                            : fmt::format("{}:{}", line.file, line.line);

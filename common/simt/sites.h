@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <source_location>
 #include <string>
+#include <string_view>
 
 namespace simt::sites {
 
@@ -29,6 +30,10 @@ struct SourceLine {
 };
 // File and line of a key; {} where the debug information has none.
 SourceLine source_line(std::uintptr_t key);
+
+// A kernel's name as a report shows it: without the profiled copy's namespace
+// ("ch05::cpu_profiled::kernel<64, 64, 64>" -> "ch05::kernel<64, 64, 64>").
+std::string display_name(std::string_view kernel);
 
 // "file:line", or "0x... (no line information)".
 std::string where(std::uintptr_t key, const SourceLine& line);
