@@ -84,6 +84,7 @@ void block_sync() {
 }
 
 void block_end() {
+  if (!profile_block && !racecheck_block) return;  // (written only when set: fibers read them)
   if (profile_block) profile::detail::block_end();
   if (racecheck_block) racecheck::detail::block_end();
   profile_block = racecheck_block = false;
