@@ -41,6 +41,7 @@
 #include <cstdlib>
 #include <deque>
 #include <iostream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -605,6 +606,7 @@ class BlockChecker {
     tls_ = memory::program_thread_local_storage();
     allocations_ = memory::allocations();
     last_allocation_ = nullptr;
+    free_page_ = kNoPage;
     {
       Launch& l = launch();
       std::scoped_lock lock(l.mutex);
@@ -774,6 +776,10 @@ class BlockChecker {
       t.offset = a - shared_begin_;
       return true;
     }
+    // Most of the rest is a thread's own stack (a local array whose address was taken): the last
+    // page found to hold no buffer and no thread-local block answers without a search.
+    const std::uintptr_t page = a / kPageBytes;
+    if (page == free_page_ && (a + bytes - 1) / kPageBytes == page) return false;
     const memory::Allocation* buffer = last_allocation_;  // most accesses are to the buffer of the one before
     if (buffer == nullptr || a < buffer->begin || a >= buffer->end) buffer = memory::find(*allocations_, a);
     if (buffer != nullptr) {
@@ -790,7 +796,21 @@ class BlockChecker {
       t.offset = a - tls_.begin;
       return true;
     }
+    if (page_is_free(page)) free_page_ = page;
     return false;
+  }
+
+  // Whether no buffer, no thread-local block and no shared memory has a byte in the page.
+  bool page_is_free(std::uintptr_t page) const {
+    const std::uintptr_t begin = page * kPageBytes;
+    const std::uintptr_t end = begin + kPageBytes;
+    const auto overlaps = [&](std::uintptr_t b, std::uintptr_t e) { return b < end && begin < e; };
+    if (overlaps(shared_begin_, shared_end_) || overlaps(tls_.begin, tls_.end)) return false;
+    // The first buffer that ends past the page's start, if any, must begin at or after its end.
+    const auto it = std::upper_bound(allocations_->begin(), allocations_->end(), begin,
+                                     [](std::uintptr_t x, const memory::Allocation& r) { return x < r.begin; });
+    if (it != allocations_->begin() && std::prev(it)->end > begin) return false;
+    return it == allocations_->end() || it->begin >= end;
   }
 
   Word& shared_word(bool static_shared, std::uint64_t w) {
@@ -1046,6 +1066,9 @@ class BlockChecker {
   memory::Range tls_;
   memory::Allocations allocations_;
   mutable const memory::Allocation* last_allocation_ = nullptr;
+  static constexpr std::uintptr_t kPageBytes = 4096;
+  static constexpr std::uintptr_t kNoPage = ~std::uintptr_t{0};
+  mutable std::uintptr_t free_page_ = kNoPage;
   Arguments arguments_;
   std::uint32_t interval_ = 0;
   std::uint32_t block_stamp_ = 0, stamp_ = 0;
