@@ -194,7 +194,7 @@ class DeviceBuffer {
   }
   // Every byte 0xff (NaN for float, double, bf16 and fp16), whatever SIMT_POISON says: the way to
   // hand a kernel an output buffer, so that an element it forgets to write cannot pass for a result.
-  void poison() { FA_CUDA_CHECK(cudaMemset(data_, 0xff, size_ * sizeof(T))); }
+  void poison() { SIMT_CUDA_CHECK(cudaMemset(data_, 0xff, size_ * sizeof(T))); }
 
   T* data() { return data_; }
   const T* data() const { return data_; }
