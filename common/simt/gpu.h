@@ -9,7 +9,7 @@
 //   set_max_dynamic_shared_bytes<Kernel>(bytes)   cudaFuncSetAttribute(Kernel,
 //                                                 cudaFuncAttributeMaxDynamicSharedMemorySize),
 //                                                 once per kernel and size
-//   DeviceBuffer<T>                               cudaMalloc / cudaMemcpy / cudaFree
+//   DeviceBuffer<T>                               cudaMalloc / cudaMemcpy / cudaMemset / cudaFree
 //   SIMT_DYNAMIC_SHARED(T, name)                  extern __shared__ (16-byte aligned)
 //
 // Every CUDA call is checked with SIMT_CUDA_CHECK: a failure throws std::runtime_error with the call,
@@ -29,8 +29,9 @@
 //                           it (as the chapters' kernels have it), never in a __device__ helper.
 // The fill costs one pass of 16-byte stores over the block's dynamic shared memory per block.
 // compute-sanitizer's initcheck sees poisoned buffers as written, so SIMT_POISON=0 in the
-// environment turns the DeviceBuffer fill off at run time (scripts/gpu_check.sh does for initcheck,
-// which tracks global memory only: the shared-memory fill stays).
+// environment turns the DeviceBuffer fills (of a fresh buffer, and poison()) off at run time
+// (scripts/gpu_check.sh does for initcheck, which tracks global memory only: the shared-memory
+// fill stays).
 // Source: CUDA Runtime API, cudaMemset, cudaFuncSetAttribute; PTX ISA, "Special Registers:
 // %dynamic_smem_size"; CUDA C++ Programming Guide, "__syncthreads()".
 #pragma once
@@ -89,15 +90,20 @@ __device__ __forceinline__ unsigned char* prepared_dynamic_shared(unsigned char*
   return base;
 }
 
-// Whether a fresh DeviceBuffer is filled: under SIMT_POISON, unless the environment says
-// SIMT_POISON=0 (read once).
-inline bool poison_device_memory() {
+// Whether this run may fill device memory with 0xff bytes: not where the environment says
+// SIMT_POISON=0 (read once), as for compute-sanitizer's initcheck, to which a filled buffer reads
+// as written.
+inline bool poison_allowed_in_this_run() {
   static const bool on = [] {
     const char* value = std::getenv("SIMT_POISON");
-    return SIMT_POISON != 0 && (value == nullptr || std::string_view(value) != "0");
+    return value == nullptr || std::string_view(value) != "0";
   }();
   return on;
 }
+
+// Whether a fresh DeviceBuffer is filled: under SIMT_POISON, unless the environment says
+// SIMT_POISON=0.
+inline bool poison_device_memory() { return SIMT_POISON != 0 && poison_allowed_in_this_run(); }
 
 // The size set_max_dynamic_shared_bytes last gave each kernel (0: never), so that it calls the
 // runtime once per kernel and size.
@@ -204,6 +210,13 @@ class DeviceBuffer {
   void fill(const T& value) {
     const std::vector<T> host(size_, value);
     copy_from_host(std::span<const T>(host.data(), host.size()));
+  }
+  // Every byte 0xff (NaN for float, double, bf16 and fp16), whatever the build's SIMT_POISON says:
+  // the way to hand a kernel an output buffer, so that an element it forgets to write cannot pass
+  // for a result. Not where the environment says SIMT_POISON=0: initcheck's run, where an output
+  // read before it is written is initcheck's to report.
+  void poison() {
+    if (detail::poison_allowed_in_this_run()) SIMT_CUDA_CHECK(cudaMemset(data_, 0xff, size_ * sizeof(T)));
   }
 
   T* data() { return data_; }
