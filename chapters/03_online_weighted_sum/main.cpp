@@ -14,6 +14,7 @@
 // use too); with the default scores and values, also the worked example's output, 28.98474626.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -28,10 +29,8 @@
 
 #include "chapters/03_online_weighted_sum/attention.h"
 #include "chapters/03_online_weighted_sum/online_weighted_sum.h"
-#include "common/cli.h"
+#include "common/chapter.h"
 #include "common/compare.h"
-#include "common/memory.h"
-#include "common/program.h"
 #include "common/random.h"
 #include "common/tensor.h"
 
@@ -145,11 +144,11 @@ QueryResult print_trace(std::span<const double> scores, fa::MatrixView<const dou
 }
 
 struct ProblemFlags {
-  std::size_t batch = 1;
-  std::size_t heads = 2;
-  std::size_t seq_q = 8;
-  std::size_t seq_k = 8;
-  std::size_t head_dim = 4;
+  std::uint64_t batch = 1;
+  std::uint64_t heads = 2;
+  std::uint64_t seq_q = 8;
+  std::uint64_t seq_k = 8;
+  std::uint64_t head_dim = 4;
   bool causal = false;
   std::optional<double> scale;
   std::uint64_t seed = 3;
@@ -197,13 +196,13 @@ AttentionDifference print_attention(const ProblemFlags& f, std::size_t block) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  fa::demo::Program program(
-      "Chapter 03: one attention query's output by the online weighted sum (max, sum and un-scaled\n"
-      "weighted sum carried across blocks of keys), then whole attention on the CPU.");
+  fa::Program program(3,
+                      "Chapter 03: one attention query's output by the online weighted sum (max, sum and un-scaled\n"
+                      "weighted sum carried across blocks of keys), then whole attention on the CPU.");
   CLI::App& app = program.app();
   std::vector<double> scores{1.0, 3.0, 5.0, 2.0};
   std::string values_text;
-  std::size_t block = 2;
+  std::uint64_t block = 2;
   ProblemFlags f;
   fa::cli::add_number_list(app, "--scores", scores, "comma-separated scores of one query");
   app.add_option("--values", values_text,
@@ -230,8 +229,8 @@ int main(int argc, char** argv) {
   app.add_flag("--causal", f.causal, "attention: causal mask, aligned to the bottom right");
   fa::cli::add_scale(app, "--scale", f.scale, "attention: scale of Q K^T");
   fa::cli::add_integer(app, "--seed", f.seed, "attention: seed of the random Q, K, V", 0);
-  return program.run(argc, argv, [&]() -> std::optional<fa::demo::Check> {
-    ValueRows values;
+  ValueRows values;
+  const auto before_work = [&](fa::Plan& plan) -> std::optional<fa::Banner> {
     if (values_text.empty()) {
       for (std::size_t j = 0; j < scores.size(); ++j) values.flat.push_back(10.0 * static_cast<double>(j + 1));
       values.rows = scores.size();
@@ -244,18 +243,19 @@ int main(int argc, char** argv) {
           fmt::format("--values: {} rows for {} scores; give one value row per score", values.rows, scores.size()));
     }
     const fa::AttentionShape shape{f.batch, f.heads, f.seq_q, f.seq_k, f.head_dim};
-    fa::MemoryPlan plan;
-    plan.add("Q, K, V (float64)", 8 * (fa::Shape4{f.batch, f.heads, f.seq_q, f.head_dim}.size() +
-                                       2 * fa::Shape4{f.batch, f.heads, f.seq_k, f.head_dim}.size()));
-    plan.add("attention and its all-at-once reference", 2 * ch03::memory_needed(shape));
-    plan.check("ch03_online_weighted_sum");
-
-    fa::demo::print_heading(3, "the online weighted sum");
-    fa::demo::print_shows(
-        "o = sum_j softmax(s)_j v_j with the keys taken a block at a time. Carried across blocks: the\n"
-        "max m, the sum l and the un-scaled weighted sum acc; when the max rises, l and acc are both\n"
-        "multiplied by rescale = exp(m_old - m_new); acc is divided by l once, after the last block.\n"
-        "(Line numbers refer to chapters/03_online_weighted_sum/online_weighted_sum.h.)");
+    using fa::saturating_add, fa::saturating_mul;
+    const std::uint64_t heads = saturating_mul(f.batch, f.heads);
+    const std::uint64_t q = saturating_mul(heads, saturating_mul(f.seq_q, f.head_dim));
+    const std::uint64_t k = saturating_mul(heads, saturating_mul(f.seq_k, f.head_dim));
+    plan.memory.add("Q, K, V (float64)", saturating_mul(8, saturating_add(q, saturating_mul(2, k))));
+    plan.memory.add("attention and its all-at-once reference", fa::saturating_mul(2, ch03::memory_needed(shape)));
+    return fa::Banner{"the online weighted sum",
+                      "o = sum_j softmax(s)_j v_j with the keys taken a block at a time. Carried across blocks: the\n"
+                      "max m, the sum l and the un-scaled weighted sum acc; when the max rises, l and acc are both\n"
+                      "multiplied by rescale = exp(m_old - m_new); acc is divided by l once, after the last block.\n"
+                      "(Line numbers refer to chapters/03_online_weighted_sum/online_weighted_sum.h.)"};
+  };
+  return program.run(argc, argv, before_work, [&]() -> std::optional<fa::Check> {
     const QueryResult query = print_trace(
         scores, fa::MatrixView<const double>(std::span<const double>(values.flat), values.rows, values.cols), block);
     const AttentionDifference attention = print_attention(f, block);
@@ -278,6 +278,6 @@ int main(int argc, char** argv) {
       error += fmt::format(", 28.9847: {:.2g}", example_error);
       bound += fmt::format(", {:.0e}", ch03::kWorkedExampleBound);
     }
-    return fa::demo::Check{"03", checked, error, bound, pass};
+    return fa::Check{"03", checked, error, bound, pass};
   });
 }
