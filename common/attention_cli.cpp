@@ -85,11 +85,8 @@ AttentionShape AttentionFlags::plan(Plan& plan) const {
     plan.add_input("--k", k_path);
     plan.add_input("--v", v_path);
   }
-  const std::uint64_t q =
-      saturating_mul(saturating_mul(shape.batch, shape.heads), saturating_mul(shape.seq_len_q, shape.head_dim));
-  const std::uint64_t k =
-      saturating_mul(saturating_mul(shape.batch, shape.heads), saturating_mul(shape.seq_len_k, shape.head_dim));
-  plan.memory.add("Q, K, V (float32)", saturating_mul(sizeof(float), saturating_add(q, saturating_mul(2, k))));
+  const AttentionCounts n = attention_counts(shape);
+  plan.memory.add("Q, K, V (float32)", bytes_of(sizeof(float) * (n.q + 2 * n.k)));
   return shape;
 }
 

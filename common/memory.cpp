@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <limits>
@@ -64,6 +65,11 @@ std::uint64_t saturating_mul(std::uint64_t a, std::uint64_t b) {
 std::uint64_t saturating_add(std::uint64_t a, std::uint64_t b) {
   std::uint64_t sum = 0;
   return __builtin_add_overflow(a, b, &sum) ? std::numeric_limits<std::uint64_t>::max() : sum;
+}
+
+std::uint64_t bytes_of(double bytes) {
+  if (!(bytes < 18446744073709551615.0)) return std::numeric_limits<std::uint64_t>::max();  // also NaN
+  return bytes <= 0.0 ? 0 : static_cast<std::uint64_t>(std::ceil(bytes));
 }
 
 std::string format_bytes(std::uint64_t bytes) {

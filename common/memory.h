@@ -29,6 +29,11 @@ std::uint64_t saturating_mul(std::uint64_t a, std::uint64_t b);
 // a + b, or UINT64_MAX when the sum does not fit. Never throws.
 std::uint64_t saturating_add(std::uint64_t a, std::uint64_t b);
 
+// A count of bytes computed in double, as a memory plan adds it: rounded up, and 2^64 - 1 (more than
+// any machine has) for anything at or past 2^64, or NaN. Counting in double does not wrap around
+// as 64-bit integers do, and its rounding (1 in 2^53) is far below what decides a plan. Never throws.
+std::uint64_t bytes_of(double bytes);
+
 // Bytes as "1.64 TB" (10^12), "8.39 GB" (10^9), "512 MB", "1.2 kB", "12 bytes". Never throws.
 std::string format_bytes(std::uint64_t bytes);
 

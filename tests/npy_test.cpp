@@ -64,17 +64,6 @@ fa::Tensor4<float> read_bytes(const std::string& bytes) {
   return fa::read_npy_f32_4d(in, "q.npy");
 }
 
-// The message of the std::runtime_error that f() throws, or "" if none.
-template <class F>
-std::string message_of(F f) {
-  try {
-    f();
-  } catch (const std::runtime_error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 // The message of the std::runtime_error that reading these bytes as "q.npy" throws, or "" if none.
 std::string error_reading(const std::string& bytes) {
   try {
@@ -169,12 +158,14 @@ TEST_CASE("float16 files read as float32, exactly, where a reader asks for them"
   CHECK(fa::read_npy_f32_or_f16_4d(f4, "q.npy").values[119] == 119.5f);
   // A short float16 file names its type and sizes; another dtype names both accepted ones.
   std::istringstream short_file(npy_file(1, "{'descr': '<f2', 'fortran_order': False, 'shape': (1, 1, 2, 4), }", data));
-  CHECK(message_of([&] {
+  CHECK(fa_test::message_of<std::runtime_error>([&] {
           fa::read_npy_f32_or_f16_4d(short_file, "q.npy");
         }).find("needs 16 bytes of float16 values but the file holds only 12") != std::string::npos);
   std::istringstream f8(
       npy_file(1, "{'descr': '<f8', 'fortran_order': False, 'shape': (1, 1, 1, 1), }", std::string(8, '\0')));
-  CHECK(message_of([&] { fa::read_npy_f32_or_f16_4d(f8, "q.npy"); }).find("or '<f2' (float16") != std::string::npos);
+  CHECK(fa_test::message_of<std::runtime_error>([&] {
+          fa::read_npy_f32_or_f16_4d(f8, "q.npy");
+        }).find("or '<f2' (float16") != std::string::npos);
 }
 
 TEST_CASE("the header may order its keys, space and quote in any legal way", "[common]") {
@@ -300,20 +291,29 @@ TEST_CASE("data that does not match the shape is refused with both sizes", "[com
 TEST_CASE("missing, unreadable and unwritable paths are refused with the path", "[common]") {
   TempDir dir;
   const std::string missing = dir.file("missing.npy");
-  CHECK(message_of([&] { fa::read_npy_f32_4d(missing); }).find(missing + ": cannot open for reading") == 0);
-  CHECK(message_of([&] { fa::read_npy_f32_4d(dir.path.string()); }).find("is a directory") != std::string::npos);
+  CHECK(fa_test::message_of<std::runtime_error>([&] {
+          fa::read_npy_f32_4d(missing);
+        }).find(missing + ": cannot open for reading") == 0);
+  CHECK(fa_test::message_of<std::runtime_error>([&] {
+          fa::read_npy_f32_4d(dir.path.string());
+        }).find("is a directory") != std::string::npos);
   const std::string nowhere = dir.file("no/such/folder/o.npy");
-  CHECK(message_of([&] {
+  CHECK(fa_test::message_of<std::runtime_error>([&] {
           fa::write_npy_f32(nowhere, fa::Tensor4<float>(fa::Shape4{1, 1, 1, 1}));
         }).find(nowhere + ": the folder") == 0);
-  CHECK(message_of([&] { fa::check_output_path(nowhere); }).find("does not exist") != std::string::npos);
-  CHECK(message_of([&] { fa::check_output_path(dir.path.string()); }).find("is a directory") != std::string::npos);
-  CHECK(message_of([&] { fa::check_output_path(dir.file("fine.npy")); }).empty());
+  CHECK(fa_test::message_of<std::runtime_error>([&] { fa::check_output_path(nowhere); }).find("does not exist") !=
+        std::string::npos);
+  CHECK(fa_test::message_of<std::runtime_error>([&] {
+          fa::check_output_path(dir.path.string());
+        }).find("is a directory") != std::string::npos);
+  CHECK(fa_test::message_of<std::runtime_error>([&] { fa::check_output_path(dir.file("fine.npy")); }).empty());
   // Files on disk go through the same checks as streams.
   const std::string f8 = dir.file("k.npy");
   std::ofstream(f8, std::ios::binary) << npy_file(
       1, "{'descr': '<f8', 'fortran_order': False, 'shape': (1, 1, 1, 1), }", std::string(8, '\0'));
-  CHECK(message_of([&] { fa::read_npy_f32_4d(f8); }).find(f8 + ": dtype '<f8' is not supported") == 0);
+  CHECK(fa_test::message_of<std::runtime_error>([&] {
+          fa::read_npy_f32_4d(f8);
+        }).find(f8 + ": dtype '<f8' is not supported") == 0);
 }
 
 TEST_CASE("a FIFO or a device is refused by name instead of waiting for a writer", "[common]") {

@@ -86,8 +86,8 @@ int main(int argc, char** argv) {
       ->default_str("the two overflow examples");
   const auto before_work = [&](fa::Plan&) -> std::optional<fa::Banner> {
     return fa::Banner{"safe softmax",
-                      "p_i = exp(x_i - max) / sum_j exp(x_j - max): the same weights as exp(x_i) / sum_j exp(x_j),\n"
-                      "but no exp() ever sees a positive argument, so nothing overflows."};
+                      R"(p_i = exp(x_i - max) / sum_j exp(x_j - max): the same weights as exp(x_i) / sum_j exp(x_j),
+but no exp() ever sees a positive argument, so nothing overflows.)"};
   };
   return program.run(argc, argv, before_work, [&]() -> std::optional<fa::Check> {
     RowError in_double, in_float;

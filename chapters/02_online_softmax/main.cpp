@@ -175,10 +175,8 @@ Agreement print_agreement(std::size_t n, std::uint64_t seed, std::size_t extra_b
 }  // namespace
 
 int main(int argc, char** argv) {
-  fa::Program program(
-      2,
-      "Chapter 02: online softmax. The running max m and the running sum l in one pass, rescaled by exp(m - m_new) "
-      "when the max rises.");
+  fa::Program program(2, R"(Chapter 02: online softmax. The running max m and the running sum l in one pass,
+rescaled by exp(m - m_new) when the max rises.)");
   CLI::App& app = program.app();
   bool trace_only = false;
   std::vector<double> scores{1.0, 3.0, 5.0, 2.0};
@@ -196,10 +194,9 @@ int main(int argc, char** argv) {
     // agreement table's scores, online weights and chapter 01's weights in double.
     plan.memory.add("the random scores and their weights", fa::saturating_mul(8 + 16 + 3 * 8, n));
     return fa::Banner{"online softmax",
-                      "One pass keeps the max m and the sum l = sum_j exp(x_j - m) of the scores seen so far.\n"
-                      "When the max rises from m to m_new, every term already in l is too large by the same\n"
-                      "factor exp(m_new - m), so l is multiplied by rescale = exp(m - m_new): the bars shrink "
-                      "together."};
+                      R"(One pass keeps the max m and the sum l = sum_j exp(x_j - m) of the scores seen so far.
+When the max rises from m to m_new, every term already in l is too large by the same
+factor exp(m_new - m), so l is multiplied by rescale = exp(m - m_new): the bars shrink together.)"};
   };
   return program.run(argc, argv, before_work, [&]() -> std::optional<fa::Check> {
     if (trace_only) {

@@ -51,12 +51,11 @@ int main(int argc, char** argv) {
     (void)ch04::check_problem(shape, options);
     plan.memory.add("chapter 04's kernels (Q, K, V, O, S, P and the copies back)", ch04::memory_needed(shape));
     plan.memory.add("chapter 03's reference (float64)", ch03::memory_needed(shape));
-    return fa::Banner{
-        "naive attention: S = Q K^T * scale, P = softmax(S), O = P V, one kernel each",
-        "Three kernels, each a full pass through global memory: the first writes every score of S, the\n"
-        "second reads S back and writes the weights P, the third reads P and V and writes O. They are\n"
-        "CUDA C++; without a GPU they run on the CPU through common/simt. O is compared with chapter 03's\n"
-        "attention, computed in double on the same float inputs."};
+    return fa::Banner{"naive attention: S = Q K^T * scale, P = softmax(S), O = P V, one kernel each",
+                      R"(Three kernels, each a full pass through global memory: the first writes every score of S, the
+second reads S back and writes the weights P, the third reads P and V and writes O. They are
+CUDA C++; without a GPU they run on the CPU through common/simt. O is compared with chapter 03's
+attention, computed in double on the same float inputs.)"};
   };
 
   return program.run(argc, argv, before_work, [&]() -> std::optional<fa::Check> {

@@ -126,10 +126,10 @@ int main(int argc, char** argv) {
   const auto before_work = [&](fa::Plan& plan) -> std::optional<fa::Banner> {
     if (traffic) {
       return fa::Banner{"the HBM traffic model",
-                        "Bytes moved between HBM (the GPU's memory) and the chip by one head's forward pass, from the\n"
-                        "model in traffic_model.h: standard attention, which writes S and P and reads them back;\n"
-                        "FlashAttention-2 when no re-read of K and V hits the L2 cache; and the floor, every value\n"
-                        "read or written once."};
+                        R"(Bytes moved between HBM (the GPU's memory) and the chip by one head's forward pass, from the
+model in traffic_model.h: standard attention, which writes S and P and reads them back;
+FlashAttention-2 when no re-read of K and V hits the L2 cache; and the floor, every value
+read or written once.)"};
     }
     options = {flags.scale, flags.causal, tile};
     naive_options = {flags.scale, flags.causal};
@@ -146,11 +146,11 @@ int main(int argc, char** argv) {
     return fa::Banner{
         fmt::format("FlashAttention-2: Br = {} query rows per block, K and V streamed in tiles of Bc = {}", tile.Br,
                     tile.Bc),
-        "One kernel: each thread block holds Br query rows with their running max m, sum l and un-scaled\n"
-        "output, and streams K and V through shared memory in tiles of Bc keys, folding each tile in with\n"
-        "chapter 03's recurrence. S and P exist only a tile at a time, on chip. O is compared with chapter\n"
-        "04's three kernels on the same inputs, and L = m + log(l) with the log-sum-exp of chapter 04's S;\n"
-        "both also with chapter 03 (float64) on a sample of rows."};
+        R"(One kernel: each thread block holds Br query rows with their running max m, sum l and un-scaled
+output, and streams K and V through shared memory in tiles of Bc keys, folding each tile in with
+chapter 03's recurrence. S and P exist only a tile at a time, on chip. O is compared with chapter
+04's three kernels on the same inputs, and L = m + log(l) with the log-sum-exp of chapter 04's S;
+both also with chapter 03 (float64) on a sample of rows.)"};
   };
 
   return program.run(argc, argv, before_work, [&]() -> std::optional<fa::Check> {

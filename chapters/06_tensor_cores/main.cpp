@@ -49,9 +49,8 @@ WorstL worst_L(const std::vector<float>& L, const std::vector<float>& L_05, cons
 }  // namespace
 
 int main(int argc, char** argv) {
-  fa::Program program(6,
-                      "Chapter 06: FlashAttention-2 on tensor cores (mma.sync m16n8k16, bf16 or fp16 inputs, float32 "
-                      "accumulation), checked against chapter 05.");
+  fa::Program program(6, R"(Chapter 06: FlashAttention-2 on tensor cores (mma.sync m16n8k16, bf16 or fp16 inputs,
+float32 accumulation), checked against chapter 05.)");
   CLI::App& app = program.app();
   fa::AttentionFlags flags;
   flags.accept_f16_files = true;
@@ -89,14 +88,13 @@ int main(int argc, char** argv) {
     return fa::Banner{
         fmt::format("FlashAttention-2 on tensor cores: {}, Br = {} rows (16 per warp), Bc = {}", type, tile.Br,
                     tile.Bc),
-        "Chapter 05's algorithm with its two matrix products on tensor cores: each warp holds 16 query rows\n"
-        "as mma.sync fragments, S = Q K^T and O += P V are m16n8k16 products of " +
-            type +
-            " numbers summed in\n"
-            "float32, P goes from the accumulator registers straight into the next product's operand, and K, V\n"
-            "arrive by cp.async into swizzled shared memory. O is compared with chapter 05's float32 kernel on\n"
-            "the same inputs, within the error that " +
-            type + " itself brings (FlashAttention's rule)."};
+        fmt::format(
+            R"(Chapter 05's algorithm with its two matrix products on tensor cores: each warp holds 16 query rows
+as mma.sync fragments, S = Q K^T and O += P V are m16n8k16 products of {0} numbers summed in
+float32, P goes from the accumulator registers straight into the next product's operand, and K, V
+arrive by cp.async into swizzled shared memory. O is compared with chapter 05's float32 kernel on
+the same inputs, within the error that {0} itself brings (FlashAttention's rule).)",
+            type)};
   };
 
   return program.run(argc, argv, before_work, [&]() -> std::optional<fa::Check> {

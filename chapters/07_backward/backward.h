@@ -95,15 +95,9 @@ inline DeviceProblem check_problem(const fa::AttentionShape& shape, const Option
 // and dQ, dK, dV, D copied back (on the CPU path the "device" is host memory too). Never throws
 // (saturates at 2^64 - 1).
 inline std::uint64_t memory_needed(const fa::AttentionShape& s) {
-  using fa::saturating_add, fa::saturating_mul;
-  const std::uint64_t heads = saturating_mul(s.batch, s.heads);
-  const std::uint64_t q = saturating_mul(heads, saturating_mul(s.seq_len_q, s.head_dim));
-  const std::uint64_t k = saturating_mul(heads, saturating_mul(s.seq_len_k, s.head_dim));
-  const std::uint64_t rows = saturating_mul(heads, s.seq_len_q);
+  const fa::AttentionCounts n = fa::attention_counts(s);
   // On the device: Q, O, dO, dQ and K, V, dK, dV, and L, D; copied back: dQ, dK, dV, D.
-  const std::uint64_t floats =
-      saturating_add(saturating_add(saturating_mul(5, q), saturating_mul(6, k)), saturating_mul(3, rows));
-  return saturating_mul(sizeof(float), floats);
+  return fa::bytes_of(sizeof(float) * (5 * n.q + 6 * n.k + 3 * n.rows));
 }
 
 // dQ, dK, dV of a loss whose gradient with respect to O = softmax(Q K^T * scale) V is dO, by the

@@ -53,9 +53,8 @@ void print_traffic(const ch07::TrafficCase& c) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  fa::Program program(7,
-                      "Chapter 07: the FlashAttention-2 backward pass: dQ, dK, dV recomputed tile by tile from the "
-                      "forward's L, checked against a float64 gradient.");
+  fa::Program program(7, R"(Chapter 07: the FlashAttention-2 backward pass: dQ, dK, dV recomputed tile by tile
+from the forward's L, checked against a float64 gradient.)");
   CLI::App& app = program.app();
   fa::AttentionFlags flags;
   flags.add_to(app);
@@ -103,12 +102,12 @@ int main(int argc, char** argv) {
     plan.memory.add("the float64 gradient and its forward, and the float32 evaluation", ch07::reference_memory(shape));
     return fa::Banner{
         "the backward pass: dQ, dK, dV from the saved logsumexp L",
-        "Chapter 05's forward kernel gives O and L = m + log(l). The backward pass recomputes each tile of\n"
-        "P = exp(S - L) from Q, K and L alone, and turns dO into dV = P^T dO, dS = P * (dP - D) with\n"
-        "D = rowsum(dO * O), dK = dS^T Q * scale and dQ = dS K * scale. A thread block owns Bc keys and\n"
-        "keeps their dK, dV on chip while the query blocks stream past; dQ is summed by atomicAdd, or\n"
-        "(--deterministic) by a second kernel that owns query rows. Each gradient is compared with a\n"
-        "float64 gradient built on chapter 03, within a bound set by a plain float32 evaluation."};
+        R"(Chapter 05's forward kernel gives O and L = m + log(l). The backward pass recomputes each tile of
+P = exp(S - L) from Q, K and L alone, and turns dO into dV = P^T dO, dS = P * (dP - D) with
+D = rowsum(dO * O), dK = dS^T Q * scale and dQ = dS K * scale. A thread block owns Bc keys and
+keeps their dK, dV on chip while the query blocks stream past; dQ is summed by atomicAdd, or
+(--deterministic) by a second kernel that owns query rows. Each gradient is compared with a
+float64 gradient built on chapter 03, within a bound set by a plain float32 evaluation.)"};
   };
 
   return program.run(argc, argv, before_work, [&]() -> std::optional<fa::Check> {

@@ -125,13 +125,8 @@ GradientsOf<double> attention_backward_reference(const fa::Tensor4<In>& Q, const
 // The bytes attention_backward_reference and attention_backward_float32 allocate together: chapter
 // 03's forward in double, the gradients and D in double and in float. Never throws (saturates).
 inline std::uint64_t reference_memory(const fa::AttentionShape& s) {
-  using fa::saturating_add, fa::saturating_mul;
-  const std::uint64_t heads = saturating_mul(s.batch, s.heads);
-  const std::uint64_t q = saturating_mul(heads, saturating_mul(s.seq_len_q, s.head_dim));
-  const std::uint64_t k = saturating_mul(heads, saturating_mul(s.seq_len_k, s.head_dim));
-  const std::uint64_t gradients =
-      saturating_add(saturating_add(q, saturating_mul(2, k)), saturating_mul(heads, s.seq_len_q));
-  return saturating_add(ch03::memory_needed(s), saturating_mul(sizeof(double) + sizeof(float), gradients));
+  const fa::AttentionCounts n = fa::attention_counts(s);
+  return fa::saturating_add(ch03::memory_needed(s), fa::bytes_of((8 + 4) * (n.q + 2 * n.k + n.rows)));
 }
 
 // A plain float32 evaluation of the kernel's formulas (D = rowsum(dO * O)), from the kernel's forward
