@@ -86,10 +86,10 @@ float32 accumulation), checked against chapter 05.)");
     };
     const std::string type(ch06::to_string(element));
     return fa::Banner{
-        fmt::format("FlashAttention-2 on tensor cores: {}, Br = {} rows (16 per warp), Bc = {}", type, tile.Br,
+        fmt::format("FlashAttention-2 on tensor cores: {}, Br = {} rows (32 per warp), Bc = {}", type, tile.Br,
                     tile.Bc),
         fmt::format(
-            R"(Chapter 05's algorithm with its two matrix products on tensor cores: each warp holds 16 query rows
+            R"(Chapter 05's algorithm with its two matrix products on tensor cores: each warp holds 32 query rows
 as mma.sync fragments, S = Q K^T and O += P V are m16n8k16 products of {0} numbers summed in
 float32, P goes from the accumulator registers straight into the next product's operand, and K, V
 arrive by cp.async into swizzled shared memory. O is compared with chapter 05's float32 kernel on

@@ -9,7 +9,7 @@
 //
 // The check at the end: dQ, dK and dV each against the float64 gradient (reference.h), within the
 // bounds of gradient_check.h, the ones tests/07_backward_test.cpp uses. Exit status 1 on FAIL or an
-// error, 2 for a refused flag (common/program.h).
+// error, 2 for anything refused before the work (common/chapter.h, Program).
 #include <cstdint>
 #include <exception>
 #include <optional>
