@@ -399,6 +399,12 @@ class Program {
   // Adds an output flag: "--out" writing "O", with the help "write O to this .npy file (...)".
   Output& add_output(const std::string& flag, const std::string& what);
 
+  // For a program that runs as several processes (under mpirun): only the one that does the I/O
+  // (rank 0) prints the refusals, the banner and the verdict and writes the outputs and --summary;
+  // the others check and work alike, silently but for an error of their own work. Every process
+  // does the I/O unless told otherwise; call before run().
+  void set_does_io(bool does_io) { does_io_ = does_io; }
+
   // Steps 1-6 above. Returns the exit status for main() to return. Never throws.
   int run(int argc, char** argv, const std::function<std::optional<Banner>(Plan&)>& plan,
           const std::function<std::optional<Check>()>& work);
@@ -411,6 +417,7 @@ class Program {
   std::string summary_path_;
   CLI::Option* summary_option_ = nullptr;
   std::deque<Output> outputs_;
+  bool does_io_ = true;
 };
 
 // A rough estimate of a run's time on the CPU path: `flops` floating-point operations at

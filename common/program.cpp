@@ -154,7 +154,8 @@ void Program::check_files(const Plan& plan) const {
 int Program::run(int argc, char** argv, const std::function<std::optional<Banner>(Plan&)>& plan,
                  const std::function<std::optional<Check>()>& work) {
   name_ = argc > 0 ? std::filesystem::path(argv[0]).filename().string() : "demo";
-  const auto refuse = [](const std::string& what) {
+  const auto refuse = [&](const std::string& what) {
+    if (!does_io_) return kExitRefused;  // the process that does the I/O says it, once
     std::fflush(stdout);
     fmt::print(stderr, "error: {}\n", what);
     return kExitRefused;
@@ -163,9 +164,9 @@ int Program::run(int argc, char** argv, const std::function<std::optional<Banner
   try {
     app_->parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
-    return app_->exit(e);
+    return does_io_ ? app_->exit(e) : 0;
   } catch (const CLI::CallForAllHelp& e) {
-    return app_->exit(e);
+    return does_io_ ? app_->exit(e) : 0;
   } catch (const CLI::ParseError& e) {
     return refuse(fmt::format("{} (see --help)", e.what()));
   } catch (const std::exception& e) {  // a flag's own parser (e.g. a list) that threw
@@ -176,7 +177,7 @@ int Program::run(int argc, char** argv, const std::function<std::optional<Banner
   try {
     Plan checked;
     banner = plan(checked);
-    check_files(checked);
+    if (does_io_) check_files(checked);  // the files are the I/O process's alone
     checked.memory.check(name_);
     if (checked.load) checked.load();
   } catch (const std::exception& e) {
@@ -184,8 +185,9 @@ int Program::run(int argc, char** argv, const std::function<std::optional<Banner
   }
   try {
     // 3. The banner, 4. the work.
-    if (banner) demo::print_banner(chapter_, *banner);
+    if (banner && does_io_) demo::print_banner(chapter_, *banner);
     const std::optional<Check> check = work();
+    if (!does_io_) return !check || check->pass ? 0 : kExitFail;
     // 5. The outputs, all together.
     std::vector<NpyFile> files;
     for (const Output& out : outputs_) {
