@@ -2,7 +2,7 @@
 // (common/simt/profile.h) and race checker (common/simt/racecheck.h) of the kernels a demo runs on
 // the CPU. One line in a demo's main gives it all three:
 //
-//   fa::add_profile_flags(app, cli.device);     // cli: the demo's fa::AttentionCli
+//   fa::add_profile_flags(app, flags.device);   // flags: the demo's fa::AttentionFlags
 //
 // and one in its CMakeLists.txt gives its kernels the profiled copy that both tools watch:
 //

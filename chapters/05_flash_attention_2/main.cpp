@@ -191,8 +191,8 @@ both also with chapter 03 (float64) on a sample of rows.)"};
 
     ch05::Result flash =
         with_progress("FlashAttention-2", [&] { return ch05::flash_attention_2(in.Q, in.K, in.V, options, device); });
-    fmt::print("{}", ch05::format_profile_beside_model(fa::end_profile(), in.Q.shape, shape.seq_len_k, tile,
-                                                       flags.causal));
+    fmt::print("{}",
+               ch05::format_profile_beside_model(fa::end_profile(), in.Q.shape, shape.seq_len_k, tile, flags.causal));
     const ch03::AttentionOptions reference_options{.scale = flags.scale, .causal = flags.causal};
     const ch04::Agreement agreement = ch04::agreement_bound(in.Q, in.K, in.V, reference_options);
     const AgainstChapter03 ch03 = against_chapter_03(in, flash, shape, reference_options);

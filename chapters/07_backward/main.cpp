@@ -27,8 +27,8 @@
 #include "chapters/07_backward/reference.h"
 #include "chapters/07_backward/traffic_model.h"
 #include "common/chapter.h"
-#include "common/profile_cli.h"
 #include "common/npy.h"
+#include "common/profile_cli.h"
 #include "common/random.h"
 
 namespace {
