@@ -12,10 +12,9 @@
 // The flags take effect as soon as they are parsed: where this build has no profiled copies (the
 // asan and tsan presets, a compiler other than GCC), or where the kernels would run on a GPU, the
 // flag is refused with one line that says why (exit status 2), before any work. The profile's
-// table is printed (and its JSON written) when the program ends, or earlier where the demo calls
-// end_profile() to use the counts itself. The race checker's report comes at the very end: every
-// hazard, then one summary line, and exit status 1 if it found anything, whatever the demo's
-// verdict was (common/simt/racecheck.h).
+// table is printed (and its JSON written) when the program ends, if it launched a kernel, or earlier where the demo
+// calls end_profile() to use the counts itself. The race checker's report comes at the very end: every hazard, then one
+// summary line, and exit status 1 if it found anything, whatever the demo's verdict was (common/simt/racecheck.h).
 #pragma once
 
 #include <string>
