@@ -34,7 +34,7 @@
 
 #include "chapters/08_decoding/decoding.h"
 #include "chapters/08_decoding/traffic_model.h"
-#include "common/cuda_check.h"  // after <cuda_runtime.h>
+#include "common/simt/cuda_check.h"  // after <cuda_runtime.h>
 #include "common/gpu_bench.h"
 
 namespace {
@@ -95,8 +95,9 @@ int main(int argc, char** argv) {
     const int pages_per_seq_max = (context_max + page_size - 1) / page_size;
     const fa::Shape4 pool{static_cast<std::size_t>(batch_max) * pages_per_seq_max, static_cast<std::size_t>(kv_heads),
                           static_cast<std::size_t>(page_size), static_cast<std::size_t>(head_dim)};
-    ch08::Options options{.cache_type = type};
     // Every row's problem, checked (head dim, sizes, limits) before any CUDA call.
+    ch08::Options options;
+    options.cache_type = type;
     options.sms = sms > 0 ? sms : ch08::kDefaultSms;
     for (int b : batches) {
       for (int c : contexts) (void)make_row(b, c, heads, head_dim, page_size, pages_per_seq_max, pool, options);
@@ -104,7 +105,7 @@ int main(int argc, char** argv) {
     const std::size_t element = sizeof(std::uint16_t);
     const std::size_t q_values = static_cast<std::size_t>(batch_max) * heads * head_dim;
     const double device_bytes = static_cast<double>(2 * pool.size() * element + q_values * element) +
-                                4.0 * (static_cast<double>(ch08::kMaxSplits + 1) * (q_values + q_values / head_dim) +
+                                4.0 * (static_cast<double>(ch08::kMaxSplits + 1) * static_cast<double>(q_values + q_values / head_dim) +
                                        static_cast<double>(batch_max) * (pages_per_seq_max + 1));
     if (plan) {
       fa::bench::print_plan(2 * batches.size() * contexts.size(),
@@ -118,8 +119,8 @@ int main(int argc, char** argv) {
     if (const int status = fa::bench::no_gpu_status("ch08_gpu_bench")) return status;
     if (sms == 0) {
       int device = 0;
-      FA_CUDA_CHECK(cudaGetDevice(&device));
-      FA_CUDA_CHECK(cudaDeviceGetAttribute(&options.sms, cudaDevAttrMultiProcessorCount, device));
+      SIMT_CUDA_CHECK(cudaGetDevice(&device));
+      SIMT_CUDA_CHECK(cudaDeviceGetAttribute(&options.sms, cudaDevAttrMultiProcessorCount, device));
     }
 
     // The pool (K and V) and the queries, drawn on the GPU; the outputs and the largest scratch.
@@ -146,9 +147,9 @@ int main(int argc, char** argv) {
     for (int b : batches) {
       for (int c : contexts) {
         const Row row = make_row(b, c, heads, head_dim, page_size, pages_per_seq_max, pool, options);
-        FA_CUDA_CHECK(
+        SIMT_CUDA_CHECK(
             cudaMemcpy(table.data(), row.table.data(), row.table.size() * sizeof(int), cudaMemcpyHostToDevice));
-        FA_CUDA_CHECK(
+        SIMT_CUDA_CHECK(
             cudaMemcpy(lengths.data(), row.lengths.data(), row.lengths.size() * sizeof(int), cudaMemcpyHostToDevice));
         ch08::Options one_split = options;
         one_split.splits = 1;
@@ -163,7 +164,7 @@ int main(int argc, char** argv) {
           };
           if (once) {
             step();
-            FA_CUDA_CHECK(cudaDeviceSynchronize());
+            SIMT_CUDA_CHECK(cudaDeviceSynchronize());
           } else {
             ms.push_back(fa::bench::median_ms(step, warmup, runs));
           }
