@@ -20,6 +20,7 @@
 #include <limits>
 #include <numeric>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,7 @@
 #include "chapters/08_decoding/traffic_model.h"
 #include "common/random.h"
 #include "common/simt/profile.h"
+#include "common/simt/simt.h"
 
 namespace {
 
@@ -279,6 +281,25 @@ TEST_CASE("folding partials into a running result one at a time equals merging t
   for (int r = 0; r < rows; ++r)
     CHECK(std::fabs(running.L[r] - at_once.L[r]) <= tolerance * (1.0 + std::fabs(at_once.L[r])));
 }
+
+#if !FA_TEST_ON_GPU
+TEST_CASE("the combine may write its result over its first partial", "[ch08]") {
+  // launch_combine on simt's device memory (the CPU's), with O and L the first partial's own memory:
+  // what a caller that keeps its running result as partial 0 does (each lane reads every value it
+  // writes before it writes it).
+  const int head_dim = 64, rows = 9, splits = 3;
+  const std::vector<float> O_host = fa::normal<float>(static_cast<std::size_t>(splits) * rows * head_dim, 8450);
+  const std::vector<float> L_host = fa::normal<float>(static_cast<std::size_t>(splits) * rows, 8451, 0.0, 3.0);
+  const ch08::Merged apart = ch08::combine_partials({splits, rows, head_dim, O_host, L_host}, nullptr, fa::Device::cpu);
+  simt::DeviceBuffer<float> O_parts{std::span<const float>(O_host)}, L_parts{std::span<const float>(L_host)};
+  ch08::cpu::launch_combine(O_parts.data(), L_parts.data(), splits, rows, head_dim, O_parts.data(), L_parts.data(),
+                            false, simt::LaunchMode::synchronous);
+  const std::vector<float> O = O_parts.to_host(), L = L_parts.to_host();
+  // The same arithmetic in the same order: the same bits.
+  CHECK(std::equal(apart.O.begin(), apart.O.end(), O.begin()));
+  CHECK(std::equal(apart.L.begin(), apart.L.end(), L.begin()));
+}
+#endif
 
 TEST_CASE("the decode loop equals the last rows of chapter 05's causal forward", "[ch08][sanitizer]") {
   const std::size_t page_size = GENERATE(0u, 16u);

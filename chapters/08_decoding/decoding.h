@@ -194,6 +194,35 @@ struct Result : fa::KernelRun {
   Plan plan;
 };
 
+// ---------------------------------------------------------------------------------------------
+// The merge of partials: chapter 02's rule on normalised partials. A partial over a chunk of keys
+// is O_i = acc_i / l_i and L_i = m_i + log(l_i): the state (m, l, acc) of chapter 03's recurrence
+// with m = L_i, l = 1 and acc = O_i, since sum over the chunk of exp(s - L_i) is 1. Folding the
+// partials in one at a time with the recurrence's lines (m_new, m_safe, rescale, l, acc, m = m_new)
+// gives
+//   L = max_i L_i + log sum_i exp(L_i - max_i L_i),   O = sum_i exp(L_i - L) O_i.
+// A partial that saw no key has L_i = -inf and O_i = 0, and adds nothing; when every partial is
+// such, O = 0 and L = -inf.
+
+// `splits` partials of `rows` rows: O [splits, rows, head_dim] and L [splits, rows], float32.
+struct Partials {
+  int splits = 0, rows = 0, head_dim = 0;
+  std::vector<float> O, L;
+};
+// The merged rows: O [rows, head_dim] and L [rows], float32.
+struct Merged {
+  std::vector<float> O, L;
+};
+
+// The merge of `partials`, or, with `running` (the O and L of earlier partials, merged), the
+// partials folded into it: what chapter 09 does at every step of its ring with one new partial.
+// head_dim one of kHeadDims (the combine kernel's lanes hold head_dim / 32 columns each); splits
+// 1 .. kMaxSplits; rows >= 1. Throws std::invalid_argument for sizes that do not fit together or
+// are not accepted; std::runtime_error as decode_attention for the device.
+// Source: Flash-Decoding's reduction step (Dao et al. 2023); Milakov and Gimelshein 2018, section 3.
+Merged combine_partials(const Partials& partials, const Merged* running = nullptr, fa::Device device = fa::Device::cpu);
+
+// ---------------------------------------------------------------------------------------------
 // The kernels' entry points, compiled once per backend from decoding.cuh (add_kernels,
 // cmake/Chapters.cmake): ch08::cpu (common/simt; always built), ch08::gpu (nvcc; where
 // FA_HAVE_CUDA) and ch08::cpu_profiled (every memory access counted, for --profile; where
@@ -205,15 +234,13 @@ struct Result : fa::KernelRun {
 //             L_parts [splits, output rows] float32 scratch (unused, may be null, for one split);
 //             O, L the outputs. Waits for the kernels or not as `mode` says
 //             (common/simt/launch_mode.h): what the GPU benchmark times.
-//   Combine:  the merge alone (below, combine_partials) on device memory.
+//   Combine:  the merge alone (combine_partials, above) on device memory.
 using Run = fa::KernelRun(const fa::Tensor4<float>& Q, const KVCache& cache, const DecodeProblem& problem);
 using Launch = void(const void* Q, const void* K, const void* V, const int* block_table, const int* cache_seqlens,
                     float* O_parts, float* L_parts, float* O, float* L, const DecodeProblem& problem,
                     simt::LaunchMode mode);
 using Combine = void(const float* O_parts, const float* L_parts, int splits, int rows, int head_dim, float* O, float* L,
                      bool fold_into_output, simt::LaunchMode mode);
-struct Partials;
-struct Merged;
 using RunCombine = Merged(const Partials& partials, const Merged* running);
 namespace cpu {
 Run run_decoding;
@@ -259,33 +286,5 @@ struct LoopResult : fa::KernelRun {
 LoopResult decode_loop(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K, const fa::Tensor4<float>& V,
                        std::size_t steps, std::size_t page_size, std::uint64_t shuffle_seed, const Options& options,
                        fa::Device device = fa::Device::cpu);
-
-// ---------------------------------------------------------------------------------------------
-// The merge of partials: chapter 02's rule on normalised partials. A partial over a chunk of keys
-// is O_i = acc_i / l_i and L_i = m_i + log(l_i): the state (m, l, acc) of chapter 03's recurrence
-// with m = L_i, l = 1 and acc = O_i, since sum over the chunk of exp(s - L_i) is 1. Folding the
-// partials in one at a time with the recurrence's lines (m_new, m_safe, rescale, l, acc, m = m_new)
-// gives
-//   L = max_i L_i + log sum_i exp(L_i - max_i L_i),   O = sum_i exp(L_i - L) O_i.
-// A partial that saw no key has L_i = -inf and O_i = 0, and adds nothing; when every partial is
-// such, O = 0 and L = -inf.
-
-// `splits` partials of `rows` rows: O [splits, rows, head_dim] and L [splits, rows], float32.
-struct Partials {
-  int splits = 0, rows = 0, head_dim = 0;
-  std::vector<float> O, L;
-};
-// The merged rows: O [rows, head_dim] and L [rows], float32.
-struct Merged {
-  std::vector<float> O, L;
-};
-
-// The merge of `partials`, or, with `running` (the O and L of earlier partials, merged), the
-// partials folded into it: what chapter 09 does at every step of its ring with one new partial.
-// head_dim one of kHeadDims (the combine kernel's lanes hold head_dim / 32 columns each); splits
-// 1 .. kMaxSplits; rows >= 1. Throws std::invalid_argument for sizes that do not fit together or
-// are not accepted; std::runtime_error as decode_attention for the device.
-// Source: Flash-Decoding's reduction step (Dao et al. 2023); Milakov and Gimelshein 2018, section 3.
-Merged combine_partials(const Partials& partials, const Merged* running = nullptr, fa::Device device = fa::Device::cpu);
 
 }  // namespace ch08
