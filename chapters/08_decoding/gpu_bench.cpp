@@ -34,8 +34,8 @@
 
 #include "chapters/08_decoding/decoding.h"
 #include "chapters/08_decoding/traffic_model.h"
-#include "common/simt/cuda_check.h"  // after <cuda_runtime.h>
 #include "common/gpu_bench.h"
+#include "common/simt/cuda_check.h"  // after <cuda_runtime.h>
 
 namespace {
 
@@ -104,9 +104,10 @@ int main(int argc, char** argv) {
     }
     const std::size_t element = sizeof(std::uint16_t);
     const std::size_t q_values = static_cast<std::size_t>(batch_max) * heads * head_dim;
-    const double device_bytes = static_cast<double>(2 * pool.size() * element + q_values * element) +
-                                4.0 * (static_cast<double>(ch08::kMaxSplits + 1) * static_cast<double>(q_values + q_values / head_dim) +
-                                       static_cast<double>(batch_max) * (pages_per_seq_max + 1));
+    const double device_bytes =
+        static_cast<double>(2 * pool.size() * element + q_values * element) +
+        4.0 * (static_cast<double>(ch08::kMaxSplits + 1) * static_cast<double>(q_values + q_values / head_dim) +
+               static_cast<double>(batch_max) * (pages_per_seq_max + 1));
     if (plan) {
       fa::bench::print_plan(2 * batches.size() * contexts.size(),
                             fmt::format("batch {}, context {}, {} heads on {} K/V heads, head_dim {}, {} pages of {} "
