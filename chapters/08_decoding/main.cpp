@@ -143,13 +143,9 @@ int main(int argc, char** argv) {
       "Chapter 08: attention at inference time: split-KV decoding (Flash-Decoding), grouped-query heads, a paged KV "
       "cache, sequences of different lengths, checked against chapter 05 (float32) or 06 (bf16, fp16).");
   CLI::App& app = program.app();
-  fa::AttentionCli cli;
-  cli.batch = 3;
-  cli.heads = 8;
-  cli.seq_len_q = 1;
-  cli.seq_len_k = 700;
-  cli.head_dim = 64;
-  cli.accept_f16_files = true;
+  // The default problem: 3 sequences of 700 keys, 8 query heads on 2 K/V heads, one new token.
+  fa::AttentionCli cli{
+      .batch = 3, .heads = 8, .seq_len_q = 1, .seq_len_k = 700, .head_dim = 64, .accept_f16_files = true};
   fa::add_attention_flags(app, cli);
   std::size_t kv_heads = 2;
   fa::cli::add_size(app, "--kv-heads", kv_heads, "K/V heads of the random inputs (heads must be a multiple of it)");
