@@ -25,6 +25,9 @@
 //      log-sum-exp passes on unchanged at most. Against chapter 06 the bound also holds chapter 06's
 //      own distance from chapter 05 (ch06::L_bounds). A row that sees no key must be -inf in both.
 //
+// A bound that is not finite (an input or a scale so large that the plain float32 evaluation it
+// comes from overflows) checks nothing: the comparison fails.
+//
 // The decode loop (--steps T) is checked against chapter 05's causal forward over the whole
 // sequences, on its last T rows, with the same O rule (the plain evaluation made on those rows) and
 // the same L rule.

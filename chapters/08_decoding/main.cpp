@@ -52,6 +52,12 @@ Shapes plan_shapes(const fa::AttentionCli& cli, std::size_t kv_heads, std::size_
   if (!cli.out_path.empty()) fa::check_output_path(cli.out_path);
   const int files = !cli.q_path.empty() + !cli.k_path.empty() + !cli.v_path.empty();
   if (files == 0) {
+    // (before anything the size of the batch is made: the grid's y is batch x kv_heads)
+    if (cli.batch * kv_heads > fa::kMaxBatchHeads) {
+      throw std::invalid_argument(
+          fmt::format("--batch {} x --kv-heads {} is more than the {} blocks of one K/V head each that the grid allows",
+                      cli.batch, kv_heads, fa::kMaxBatchHeads));
+    }
     if (cli.heads % kv_heads != 0) {
       throw std::invalid_argument(fmt::format(
           "--kv-heads {}: --heads {} is not a multiple of it; query head h reads K/V head h / (heads / kv_heads), so "
@@ -75,6 +81,10 @@ Shapes plan_shapes(const fa::AttentionCli& cli, std::size_t kv_heads, std::size_
     throw std::invalid_argument(
         fmt::format("{}: Q {} and K {}: batch and head_dim must be equal, and heads a multiple of kv_heads", names,
                     s.q.str(), s.kv.str()));
+  }
+  if (s.q.batch * s.kv.heads > fa::kMaxBatchHeads) {
+    throw std::invalid_argument(fmt::format("{}: batch {} x kv_heads {} is more than the {} the grid allows", names,
+                                            s.q.batch, s.kv.heads, fa::kMaxBatchHeads));
   }
   if (steps > 0 && s.q.seq_len != s.kv.seq_len) {
     throw std::invalid_argument(fmt::format("--steps with {}: Q needs a query per token, seq_len {} as K, not {}",
@@ -183,6 +193,9 @@ int main(int argc, char** argv) {
 
   return program.run(argc, argv, [&]() -> std::optional<fa::demo::Check> {
     // Everything this run needs, checked before anything is allocated.
+    if (app.count("--out") > 0 && cli.out_path.empty()) {
+      throw std::invalid_argument("--out '': give the path of the .npy file to write O to");
+    }
     const ch08::CacheType type = ch08::parse_cache_type(dtype_text);
     const std::optional<fa::Tile> tile =
         tile_text.empty() ? std::nullopt : std::optional<fa::Tile>(fa::parse_tile(tile_text, ch08::kCompiled));
