@@ -420,8 +420,9 @@ __global__ void __launch_bounds__(kThreads)
 // Grid: ceil(rows / kCombineRowsPerBlock); block: kThreads, one warp per output row; lane owns the
 // columns lane, lane + 32, ... of it. O_parts [splits, rows, HEAD_DIM], L_parts [splits, rows];
 // O [rows, HEAD_DIM], L [rows], all float32. With fold_into_output, O and L hold a merged result
-// on entry, which the partials are folded into (line 16); they may then be the first partial's
-// memory too, since each lane reads every value it writes before it writes it.
+// on entry, which the partials are folded into (line 16). O and L may be the first partial's memory:
+// each lane reads every value it writes itself, before it writes it (lane 0 alone reads and writes
+// L[row]), so no lane can overwrite what another has yet to read.
 template <int HEAD_DIM>
 __global__ void __launch_bounds__(kThreads) combine_kernel(const float* O_parts, const float* L_parts, int splits,
                                                            int rows, float* O, float* L, bool fold_into_output) {
@@ -440,7 +441,7 @@ __global__ void __launch_bounds__(kThreads) combine_kernel(const float* O_parts,
   CH08_UNROLL
   for (int c = 0; c < kCols; ++c) acc[c] = 0.0f;
   if (fold_into_output) {
-    m = L[row];
+    m = __shfl_sync(kFullMask, lane == 0 ? L[row] : 0.0f, 0);  // lane 0 alone reads L[row] (and writes it)
     l = 1.0f;
     CH08_UNROLL
     for (int c = 0; c < kCols; ++c) acc[c] = O_row[lane + 32 * c];
@@ -465,7 +466,7 @@ __global__ void __launch_bounds__(kThreads) combine_kernel(const float* O_parts,
     }
   }
 
-  // Lines 23-24. (The loop's shuffles have made every lane read its L before lane 0 writes L.)
+  // Lines 23-24. Each lane writes only what it alone read: its columns of O, and (lane 0) L[row].
   CH08_UNROLL
   for (int c = 0; c < kCols; ++c) O_row[lane + 32 * c] = l == 0.0f ? 0.0f : acc[c] / l;
   if (lane == 0) L[row] = l == 0.0f ? -INFINITY : m + logf(l);
