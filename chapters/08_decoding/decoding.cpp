@@ -265,8 +265,13 @@ Merged combine_partials(const Partials& partials, const Merged* running, fa::Dev
         "{}: the running result holds {} values of O and {} of L; for {} rows of head_dim {} they must hold {} and {}",
         who, running->O.size(), running->L.size(), rows, partials.head_dim, rows * partials.head_dim, rows));
   }
-  return fa::run_on(
-      device, [&] { return cpu::run_combine(partials, running); }, [&] { return gpu::run_combine(partials, running); });
+  const auto on_cpu = [&] {
+#if SIMT_PROFILED_KERNELS  // while simt's profile records (--profile), the copy whose accesses it counts
+    if (simt::profile::recording()) return cpu_profiled::run_combine(partials, running);
+#endif
+    return cpu::run_combine(partials, running);
+  };
+  return fa::run_on(device, on_cpu, [&] { return gpu::run_combine(partials, running); });
 }
 
 }  // namespace ch08

@@ -105,6 +105,14 @@ template <CacheType T>
 using ElementOf =
     std::conditional_t<T == CacheType::float32, float, std::conditional_t<T == CacheType::bf16, simt::bf16, simt::f16>>;
 
+// The blocks per SM that __launch_bounds__ promises nvcc for each tile, which caps the registers
+// per thread at 65536 / (blocks x kThreads): one for Br = 8 (without a promise nvcc held the
+// head_dim 128 instances of a 16-bit cache to 64 registers and spilled); none (0) for Br = 32, where
+// nvcc's own choice, 116 to 166 registers, does not spill (given a cap, it unrolled up to it and
+// spilled). Measured with nvcc 13.0, -Xptxas -v, sm_80: no instance spills.
+template <int Br>
+inline constexpr int kMinBlocksPerSm = Br <= 8 ? 1 : 0;
+
 // N consecutive elements at `src` read in one access of N * sizeof(Element) bytes (8 or 16; src
 // aligned to it), as float32 (exact: every bf16 and fp16 value is a float). On the GPU one vector
 // load; on the CPU one memcpy, which simt's profile counts as one access of that size.
@@ -215,7 +223,7 @@ __device__ __forceinline__ void copy_kv_tile_async(Element* Ks, Element* Vs, con
 // row-major); block_table [batch, pages_per_seq], cache_seqlens [batch] (int32); O_parts
 // [splits, batch * heads * seq_len_q, HEAD_DIM], L_parts [splits, batch * heads * seq_len_q] (float32).
 template <class Element, int HEAD_DIM, int Br, int Bc>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, kMinBlocksPerSm<Br>)
     split_kv_kernel(const Element* __restrict__ Q, const Element* __restrict__ K, const Element* __restrict__ V,
                     const int* __restrict__ block_table, const int* __restrict__ cache_seqlens,
                     float* __restrict__ O_parts, float* __restrict__ L_parts, DecodeProblem p) {

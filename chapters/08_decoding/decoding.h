@@ -250,6 +250,8 @@ RunCombine run_combine;
 }  // namespace cpu
 namespace cpu_profiled {
 Run run_decoding;
+Combine launch_combine;
+RunCombine run_combine;
 }  // namespace cpu_profiled
 namespace gpu {
 Run run_decoding;
