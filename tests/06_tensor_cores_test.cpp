@@ -166,6 +166,71 @@ TEST_CASE("a small complete set: both types, head dims and tiles, tails, the dia
               alternating(0, head_dim, causal)});
 }
 
+TEST_CASE("tensor cores agree with chapter 05 for a negative scale and for scale 0", "[ch06]") {
+  // The kernel folds the scale into its exponent (exp2(S c - m c), c > 0) and moves the sign of a
+  // scale <= 0 into Q_i once (tensor_cores.cuh): negative scales flip which key is the largest,
+  // and scale 0 makes every visible key weigh the same.
+  const double scale = GENERATE(-0.125, 0.0);
+  const auto element = scale < 0 ? ElementType::bf16 : ElementType::f16;
+  const std::size_t head_dim = scale < 0 ? 64 : 128;
+  check_case({113, 203, head_dim, true, scale, fa_test::Scores::normal, element},
+             std::span<const fa::Tile>(ch06::kTileShapes));
+}
+
+TEST_CASE("weights below 2^-126 are dropped by the exponential and change nothing", "[ch06]") {
+  // ex2.approx.ftz (simt::ex2_approx_ftz) flushes results below 2^-126 to 0. Here every query
+  // scores 0 against key 0 and about -100 against the others: their weights, e^-100 = 3.7e-44,
+  // are subnormal in float32 and become 0, where chapter 05's expf keeps them; float32 cannot hold
+  // 1 + 3.7e-44 anyway, so O is exactly V's row 0 in both (V holds element values), and L is 0.
+  const auto element = GENERATE(ElementType::bf16, ElementType::f16);
+  const std::size_t seq_len = 70, head_dim = 64;
+  const auto raw = fa_test::make_inputs(1, 1, seq_len, seq_len, head_dim, 1.0, fa_test::Scores::normal, 6600);
+  fa::Tensor4<float> Q(raw.Q.shape), K(raw.K.shape);
+  for (std::size_t i = 0; i < seq_len; ++i) Q.values[i * head_dim] = 1.0f;     // q = e_0
+  for (std::size_t j = 1; j < seq_len; ++j) K.values[j * head_dim] = -100.0f;  // k_0 = 0, k_j = -100 e_0
+  const auto V = ch06::round_to(raw.V, element, "V");
+  const auto out = ch06::tensor_core_attention(Q, K, V, {.scale = 1.0, .element = element}, kDevice);
+  const auto ref = ch05::flash_attention_2(Q, K, V, {.scale = 1.0, .causal = false, .tile = {64, 64}}, kDevice);
+  for (std::size_t i = 0; i < seq_len; ++i) {
+    INFO(ch06::to_string(element) << ", row " << i);
+    REQUIRE(out.L[i] == 0.0f);
+    for (std::size_t d = 0; d < head_dim; ++d) {
+      REQUIRE(out.O.values[i * head_dim + d] == V.values[d]);
+      REQUIRE(ref.O.values[i * head_dim + d] == V.values[d]);
+    }
+  }
+}
+
+TEST_CASE("P is rounded to nearest: over many rows the signed error of O averages out", "[ch06]") {
+  // The error budget bounds the size of the error, not its sign: a P rounded by truncation (each
+  // weight pulled down, by 0.7 of a unit roundoff u on average, while l keeps the unrounded sum)
+  // makes errors of about the same size as a faithful rounding, and on many inputs stays inside
+  // it. But truncation pulls every output the same way: O shrinks by that same fraction. With V
+  // positive (so every O is positive too), the signed mean relative error
+  // sum(O - O_05) / sum(O_05) over 2 x 256 rows x 64 columns measures that bias. Rounding to
+  // nearest leaves noise: measured -3.8e-5 for bf16 and -8e-7 for fp16. A copy of the kernel that
+  // truncated P measured -2.7e-3 (bf16) and -3.4e-4 (fp16), -0.7 u. The bound, u / 8 (4.9e-4 and
+  // 6.1e-5), lies between, 13 and 70 times above the first and 5.5 times below the second.
+  const auto element = GENERATE(ElementType::bf16, ElementType::f16);
+  const auto raw = fa_test::make_inputs(1, 2, 256, 256, 64, 0.125, fa_test::Scores::normal, 6700);
+  fa::Tensor4<float> V_positive = raw.V;
+  for (float& v : V_positive.values) v = 1.0f + 0.25f * v;  // normal(1, 0.25): positive but for one in 10^4
+  const auto Q = ch06::round_to(raw.Q, element, "Q");
+  const auto K = ch06::round_to(raw.K, element, "K");
+  const auto V = ch06::round_to(V_positive, element, "V");
+  const auto ref = ch05::flash_attention_2(Q, K, V, {.scale = 0.125, .causal = false, .tile = {64, 64}}, kDevice);
+  const auto out = ch06::tensor_core_attention(Q, K, V, {.scale = 0.125, .element = element}, kDevice);
+  double signed_error = 0.0, total = 0.0;
+  for (std::size_t n = 0; n < ref.O.values.size(); ++n) {
+    signed_error += static_cast<double>(out.O.values[n]) - ref.O.values[n];
+    total += ref.O.values[n];
+  }
+  const double bias = signed_error / total;
+  const double u = ch06::unit_roundoff(element);
+  INFO(ch06::to_string(element) << ": signed mean relative error " << bias << ", bound " << u / 8);
+  CHECK(std::fabs(bias) <= u / 8);
+}
+
 TEST_CASE("rows that see no key give zeros in O and -inf in L, never NaN", "[ch06][sanitizer]") {
   // Causal with seq_len_q > seq_len_k: query i sees keys j <= i - 90, so rows 0..89 see none (and
   // with Br = 64 the whole first block sees none: it runs no key tile at all).

@@ -88,10 +88,10 @@ int main(int argc, char** argv) {
     const fa::Tensor4<float> K = ch06::round_to(in.K, element, "K");
     const fa::Tensor4<float> V = ch06::round_to(in.V, element, "V");
     const std::string type = std::string(ch06::to_string(element));
-    fa::demo::print_heading(6, fmt::format("FlashAttention-2 on tensor cores: {}, Br = {} rows (16 per warp), Bc = {}",
+    fa::demo::print_heading(6, fmt::format("FlashAttention-2 on tensor cores: {}, Br = {} rows (32 per warp), Bc = {}",
                                            type, tile.Br, tile.Bc));
     fa::demo::print_shows(
-        "Chapter 05's algorithm with its two matrix products on tensor cores: each warp holds 16 query rows\n"
+        "Chapter 05's algorithm with its two matrix products on tensor cores: each warp holds 32 query rows\n"
         "as mma.sync fragments, S = Q K^T and O += P V are m16n8k16 products of " +
         type +
         " numbers summed in\n"

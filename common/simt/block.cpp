@@ -17,6 +17,10 @@
 //     releases the warp's token as it arrives, the last lane acquires it before it completes the
 //     instruction and releases it after, and every lane acquires it as it leaves. The token
 //     alternates between two addresses with the warp's count of collectives, as the barrier's does.
+//   - the host's work before a round (the block's setup: its shared memory filled, the kernel's
+//     arguments): the host releases `host_token_` before it resumes a thread, and a thread acquires
+//     it whenever it starts or continues, also when another thread handed over to it (wait()), a
+//     switch that itself synchronises nothing.
 #include "common/simt/block.h"
 
 #include <algorithm>
@@ -128,11 +132,16 @@ class BlockRunner {
   void collective(CudaThread& t, const WarpCollective& op, const std::source_location& site);
   const GridLaunch& launch() const { return *launch_; }
   char* block_done_token() { return &block_done_; }
+  char* host_token() { return &host_token_; }
 
  private:
   void prepare(const GridLaunch& launch, uint3 block_idx);
   const std::vector<unsigned>& order(unsigned round);
   void step(CudaThread& t);
+  void start(CudaThread& t);
+  void account(CudaThread& t);
+  void wait(CudaThread& t);
+  CudaThread* next_ready();
   void complete_shuffle(unsigned warp);
   std::optional<std::string> why_stuck() const;
   std::string where_lanes_are(unsigned warp) const;
@@ -144,6 +153,8 @@ class BlockRunner {
   std::vector<std::unique_ptr<CudaThread>> pool_;  // grows to the largest block seen; reused
   std::vector<Warp> warps_;
   std::vector<unsigned> order_;
+  unsigned position_ = 0;          // this round's position in order_: the thread running now
+  CudaThread* running_ = nullptr;  // the thread to account for when the host's resume returns
   const GridLaunch* launch_ = nullptr;
   uint3 block_idx_{0, 0, 0};
   std::uint64_t block_linear_ = 0;
@@ -160,6 +171,7 @@ class BlockRunner {
   bool shared_allocated_ = false;
   char barrier_token_[2] = {};  // TSan: the barrier's release/acquire addresses, by parity
   char block_done_ = 0;         // TSan: the end-of-block release/acquire address
+  char host_token_ = 0;         // TSan: what the host did before it resumed a thread
 };
 
 thread_local BlockRunner this_thread_runner;
@@ -255,8 +267,11 @@ void BlockRunner::run(const GridLaunch& launch, uint3 block_idx) {
       }
       release_barrier();  // line 5
     }
-    for (unsigned i : order(round++)) {  // line 6
-      CudaThread& t = *pool_[i];
+    const std::vector<unsigned>& this_round = order(round++);  // line 6
+    // A thread that waits hands over to the next ready one of the round itself (wait()), so
+    // position_ may have moved on when step() returns.
+    for (position_ = 0; position_ < threads_; ++position_) {
+      CudaThread& t = *pool_[this_round[position_]];
       if (t.state == State::ready) step(t);
       if (failure_) break;
     }
@@ -272,16 +287,58 @@ void BlockRunner::run(const GridLaunch& launch, uint3 block_idx) {
   if (failure_) throw std::runtime_error(*failure_);
 }
 
-// Resumes one CUDA thread until it waits or finishes, and counts where it went.
-void BlockRunner::step(CudaThread& t) {
+// Makes `t` the running CUDA thread; whoever calls it then switches to t's fiber.
+void BlockRunner::start(CudaThread& t) {
   --ready_;
   t.state = State::running;
   t.started = true;
   builtin::threadIdx = t.idx;
   current = &t;
+  running_ = &t;
+}
+
+// Resumes one CUDA thread; it runs until it waits or finishes, and may hand over to the next
+// threads of the round (wait()). The one that comes back to the host is counted here, unless it
+// counted itself.
+void BlockRunner::step(CudaThread& t) {
+  start(t);
+  SIMT_TSAN_RELEASE(&host_token_);
   t.fiber->resume();
   current = nullptr;
+  if (running_ != nullptr) account(*running_);
+  running_ = nullptr;
+}
 
+// Kernel side, in __syncthreads(), a shuffle or a warp-collective instruction: `t` waits. Counts
+// where it went (as step() would on the host), then continues the next ready thread of this
+// round, in schedule order, straight from this fiber: one switch instead of two through the host,
+// and the same order. At the end of the round, or after a failure, back to the host. Returns when
+// t runs again.
+void BlockRunner::wait(CudaThread& t) {
+  current = nullptr;
+  account(t);
+  CudaThread* next = failure_ ? nullptr : next_ready();
+  if (next != nullptr) {
+    start(*next);
+    t.fiber->switch_to(*next->fiber);
+  } else {
+    running_ = nullptr;  // counted already
+    t.fiber->suspend();
+  }
+  SIMT_TSAN_ACQUIRE(&host_token_);  // t runs again
+}
+
+// The next thread of this round (after position_) that can run, or nullptr; moves position_ to it.
+CudaThread* BlockRunner::next_ready() {
+  while (++position_ < threads_) {
+    CudaThread& t = *pool_[order_[position_]];
+    if (t.state == State::ready) return &t;
+  }
+  return nullptr;
+}
+
+// Counts where the CUDA thread that ran last went.
+void BlockRunner::account(CudaThread& t) {
   Warp& warp = warps_[t.linear / lanes_per_warp];
   switch (t.state) {
     case State::at_barrier:
@@ -482,6 +539,7 @@ void BlockRunner::cancel_started_threads() {
     t.cancel = true;
     builtin::threadIdx = t.idx;
     current = &t;
+    SIMT_TSAN_RELEASE(&host_token_);
     t.fiber->resume();
     current = nullptr;
   }
@@ -501,7 +559,7 @@ void BlockRunner::barrier(CudaThread& t, const std::source_location& site) {
   t.site = site;
   t.state = State::at_barrier;
   SIMT_TSAN_RELEASE(&barrier_token_[t.barriers % 2]);
-  t.fiber->suspend();
+  wait(t);
   if (t.cancel) throw Cancelled{};
   SIMT_TSAN_ACQUIRE(&barrier_token_[t.barriers % 2]);
   ++t.barriers;
@@ -516,7 +574,7 @@ std::uint64_t BlockRunner::shuffle(CudaThread& t, ShuffleMode mode, std::uint64_
   t.shuffle_value = bits;
   t.shuffle_source = source;
   t.state = State::at_shuffle;
-  t.fiber->suspend();
+  wait(t);
   if (t.cancel) throw Cancelled{};
   return t.shuffle_result;
 }
@@ -540,7 +598,7 @@ void BlockRunner::collective(CudaThread& t, const WarpCollective& op, const std:
   SIMT_TSAN_RELEASE(token);
   if (++w.at_collective < lanes_per_warp) {
     t.state = State::at_collective;
-    t.fiber->suspend();
+    wait(t);
     if (t.cancel) throw Cancelled{};
     SIMT_TSAN_ACQUIRE(token);
     return;
@@ -580,6 +638,7 @@ void BlockRunner::collective(CudaThread& t, const WarpCollective& op, const std:
 // The body of every fiber: the kernel, for one CUDA thread of one block.
 void thread_body(void* arg) {
   CudaThread& t = *static_cast<CudaThread*>(arg);
+  SIMT_TSAN_ACQUIRE(t.runner->host_token());
   try {
     const GridLaunch& launch = t.runner->launch();
     launch.invoke(launch.params);

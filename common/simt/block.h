@@ -12,9 +12,11 @@
 //   6.   resume each ready thread in schedule order, until it waits or finishes
 //   7.   when every unfinished lane of a warp waits at a shuffle: hand out the values, ready them
 // A thread waits at most until the end of its round, so a divergent barrier is found at line 4,
-// never a hang. A warp-collective instruction (mma, ldmatrix, __syncwarp: warp_collective.h) is
-// completed during line 6 by the last lane of its warp to arrive, which readies the other 31; a
-// warp whose 32 lanes cannot all reach it is reported at line 4 too.
+// never a hang. Line 6 hands over from thread to thread: one that begins to wait continues the
+// next ready thread of the round itself (a direct fiber switch), and the host takes over again at
+// the end of the round; the order is the schedule's either way. A warp-collective instruction (mma, ldmatrix,
+// __syncwarp: warp_collective.h) is completed during line 6 by the last lane of its warp to arrive, which readies the
+// other 31; a warp whose 32 lanes cannot all reach it is reported at line 4 too.
 #pragma once
 
 #include "common/simt/device_code.h"

@@ -12,7 +12,13 @@
 //   (returns) <-------------------
 //   resume()  ------------------->    body(arg) runs again from the top (the next block)
 //
-// The switch is Boost.Context's fcontext layer (make_fcontext, jump_fcontext: ~13 ns); its stack
+// A fiber may also hand the host thread straight to another suspended fiber (switch_to): one jump
+// instead of two through the host. The host's resume() returns when some fiber of the chain
+// suspends, and says which one (the scheduler runs the lanes of a warp this way, one after the
+// other, to the next warp-collective instruction).
+//
+// The switch is Boost.Context's fcontext layer (make_fcontext, jump_fcontext, ontop_fcontext: ~13
+// ns; fiber.cpp says why every switch after the first goes through ontop_fcontext); its stack
 // has a guard page below it, so an overflow stops the program instead of corrupting memory. The
 // sanitizers are told about every switch (fiber.cpp), so AddressSanitizer knows which stack is in
 // use and ThreadSanitizer treats each fiber as a thread of its own.
@@ -37,17 +43,25 @@ class Fiber {
   Fiber(const Fiber&) = delete;
   Fiber& operator=(const Fiber&) = delete;
 
-  // Host side: runs the fiber until it suspends (or finishes its body), then returns.
-  void resume();
-  // Fiber side: returns control to the host thread; returns when the host resumes this fiber.
+  // Host side: runs the fiber until it, or a fiber it switched to, suspends (or finishes its
+  // body); returns that fiber.
+  Fiber* resume();
+  // Fiber side: returns control to the host thread; returns when this fiber is continued again
+  // (by the host's resume() or by another fiber's switch_to()).
   void suspend();
+  // Fiber side: continues `next`, a suspended fiber of the same host thread, without passing
+  // through the host; returns when this fiber is continued again.
+  void switch_to(Fiber& next);
 
   // The stack size of every fiber: 64 KiB, or 256 KiB under a sanitizer, whose reports are
   // printed on the fiber's stack and need up to ~20 KiB.
   static std::size_t stack_bytes();
 
  private:
-  [[noreturn]] static void entry(void* from_context, Fiber* self) noexcept;
+  struct Jump;  // who jumps to whom (fiber.cpp)
+  [[noreturn]] static void entry(void* from_context, const Jump* jump) noexcept;
+  // After a jump into this fiber: records where the one that jumped continues later.
+  [[gnu::always_inline]] inline void landed(void* from_context, const Jump* jump);
   friend struct FiberEntry;
 
   Body body_;
@@ -55,9 +69,13 @@ class Fiber {
   void* mapping_ = nullptr;  // guard page + stack
   std::size_t mapping_bytes_ = 0;
   void* context_ = nullptr;       // where the fiber continues (fcontext_t)
+  bool fresh_ = true;             // never entered yet: context_ is make_fcontext's start
   void* host_context_ = nullptr;  // where the host thread continues (fcontext_t)
-  // AddressSanitizer: this fiber's fake stack while it is switched out, and the host's stack.
+  // AddressSanitizer: this fiber's fake stack while it is switched out, its own stack, and the
+  // host's stack.
   void* asan_fake_stack_ = nullptr;
+  const void* asan_bottom_ = nullptr;
+  std::size_t asan_size_ = 0;
   const void* asan_host_bottom_ = nullptr;
   std::size_t asan_host_size_ = 0;
   // ThreadSanitizer: this fiber's and the host thread's contexts.

@@ -10,6 +10,7 @@
 //   schedule.h     CPU-only controls: the order of a block's threads, the number of host threads
 //   tensor_core.h  mma.sync m16n8k16, ldmatrix, cp.async, __syncwarp, simt::bf16 and simt::f16 (for
 //                  both backends: the PTX instructions under nvcc, their emulation on the CPU)
+//   fast_math.h    simt::ex2_approx_ftz, the GPU's fast exp2 (both backends)
 // and behind them grid.h (blocks on host threads), block.h (the threads of a block as fibers, the
 // barrier, the shuffles) and fiber.h (Boost.Context's fcontext switch).
 //
@@ -27,11 +28,13 @@
 #include "common/simt/backend.h"
 
 #if defined(__CUDACC__)
+#include "common/simt/fast_math.h"
 #include "common/simt/gpu.h"
 #include "common/simt/tensor_core.h"
 #else
 #include "common/simt/buffer.h"
 #include "common/simt/device_code.h"
+#include "common/simt/fast_math.h"
 #include "common/simt/launch.h"
 #include "common/simt/schedule.h"
 #include "common/simt/tensor_core.h"
