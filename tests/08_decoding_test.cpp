@@ -96,8 +96,9 @@ TEST_CASE("decoding agrees with chapter 05 for every page size and split count",
   const std::size_t page_size = GENERATE(0u, 48u);
   const std::optional<int> splits = GENERATE(std::optional<int>(3), std::optional<int>());
 #else
-  // 16 divides the tile of 64 keys, 48 does not (tiles cross pages), 64 is the tile, 0 the dense cache.
-  const std::size_t page_size = GENERATE(0u, 16u, 48u, 64u);
+  // 16 divides the tile of 64 keys, 48 does not (tiles cross pages), 64 is the tile, 1 is a page per
+  // key, 0 the dense cache.
+  const std::size_t page_size = GENERATE(0u, 1u, 16u, 48u, 64u);
   const std::optional<int> splits = GENERATE(std::optional<int>(1), std::optional<int>(2), std::optional<int>(3),
                                              std::optional<int>(7), std::optional<int>(64), std::optional<int>());
 #endif
