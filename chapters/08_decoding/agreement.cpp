@@ -212,7 +212,8 @@ Agreement check_decode_loop(const fa::Tensor4<float>& Q, const fa::Tensor4<float
   for (std::size_t bh = 0; bh < q.batch * q.heads; ++bh) {
     for (std::size_t i = n - steps; i < n; ++i) rows.push_back(bh * n + i);
   }
-  // O's bound: the plain float32 evaluation's error on (a sample of) those rows.
+  // O's bound: the plain float32 evaluation's error against the plain float64 one on (a sample of)
+  // those rows, as chapter 04's agreement_bound (neither is a stage under test).
   const std::vector<std::size_t> sample = [&] {
     std::vector<std::size_t> picked;
     for (std::size_t k : fa::sample_rows(rows.size(), ch04::kPlainRows)) picked.push_back(rows[k]);
@@ -221,7 +222,7 @@ Agreement check_decode_loop(const fa::Tensor4<float>& Q, const fa::Tensor4<float
   const ch03::AttentionOptions reference_options{.scale = options.scale, .causal = true};
   const double plain_error =
       fa::compare(ch03::plain_attention_rows<float>(Q_all, K_all, V_all, reference_options, sample).O,
-                  ch03::attention_rows(Q_all, K_all, V_all, reference_options, sample).O)
+                  ch03::plain_attention_rows<double>(Q_all, K_all, V_all, reference_options, sample).O)
           .rel_l2;
   const std::vector<double> terms = [&] {
     std::vector<double> all;
