@@ -11,6 +11,7 @@
 // What the run shows: the cache (its pages, shuffled in the pool, and the block table), the split
 // count and why, the time, and each sequence's agreement with the chapter before.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -32,6 +33,7 @@
 #include "common/npy.h"
 #include "common/profile_cli.h"
 #include "common/random.h"
+#include "common/simt/progress.h"
 #include "common/simt/schedule.h"
 
 namespace {
@@ -130,6 +132,27 @@ fa::AttentionFlags::Inputs load_or_draw(const fa::AttentionFlags& flags, const S
           fa::Tensor4<float>(s.kv, fa::normal<float>(s.kv.size(), flags.seed + 1)),
           fa::Tensor4<float>(s.kv, fa::normal<float>(s.kv.size(), flags.seed + 2)),
           fmt::format("normal(0, 1), seed {}", flags.seed)};
+}
+
+// A rough rate of the CPU path, for the estimate of a long run only: chapter 05's kernel through
+// common/simt on a 2-core laptop (ch05_flash_attention_2's figure), which the check runs on every
+// sequence and which does most of the work.
+constexpr double kFlopsPerSecond = 1e9;
+
+// The floating-point operations of a run, roughly: the decoding kernel's two products over each
+// sequence's keys, and chapter 05's (or 06's) on its dense equivalent, whose blocks compute 64 query
+// rows however few of them are real; with --steps, the steps and chapter 05's causal forward over
+// the whole sequences. Never throws.
+double run_flops(const Shapes& s, const std::vector<int>& lengths, std::uint64_t steps) {
+  const double per_key_and_row = 4.0 * static_cast<double>(s.q.heads) * static_cast<double>(s.q.head_dim);
+  const double n = static_cast<double>(s.kv.seq_len);
+  if (steps > 0) {
+    return per_key_and_row * static_cast<double>(s.q.batch) * (static_cast<double>(steps) * n + n * n / 2);
+  }
+  const double rows = static_cast<double>(s.q.seq_len) + 64.0 * std::ceil(static_cast<double>(s.q.seq_len) / 64.0);
+  double keys = 0;
+  for (int len : lengths) keys += len;
+  return per_key_and_row * rows * keys;
 }
 
 // One line per sequence of the agreement, then the summary's fields.
@@ -272,6 +295,10 @@ paged cache. O is compared with chapter {} on each sequence's dense equivalent.)
   };
 
   return program.run(argc, argv, before_work, [&]() -> std::optional<fa::Check> {
+    const bool long_run =
+        device == fa::Device::cpu && fa::announce_long_run(run_flops(shapes, lengths, steps), kFlopsPerSecond);
+    const std::optional<simt::ShowProgress> progress =
+        long_run ? std::optional<simt::ShowProgress>(std::in_place, "chapter 08 and its check") : std::nullopt;
     const std::size_t group = shapes.q.heads / shapes.kv.heads;
     fmt::print("Q {}, K and V {}; inputs: {}; cache {}; device: {}\n", in->Q.shape.str(), in->K.shape.str(), in->origin,
                ch08::to_string(type), fa::to_string(device));
