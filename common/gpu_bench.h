@@ -18,11 +18,13 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include <cuda_runtime.h>
+#include <CLI/CLI.hpp>
 
 #include "common/simt/cuda_check.h"  // after <cuda_runtime.h>
 
@@ -42,6 +44,50 @@ void print_plan(std::size_t rows, std::string_view what, double device_bytes);
 
 // The name of the current device (cudaGetDeviceProperties). Throws std::runtime_error on a CUDA error.
 std::string device_name();
+
+// The variables of the flags that every attention benchmark takes (add_flags), each holding its
+// default.
+struct Flags {
+  std::vector<int>& seq_lens;
+  std::vector<int>& head_dims;
+  int& batch;
+  int& heads;
+  int& warmup;
+  int& runs;
+  bool& once;
+  bool& plan;
+};
+
+// Registers --seq, --head-dim (one of `compiled`), --batch, --heads, --warmup, --runs, --once and
+// --plan on app, each showing its default; `timed` names what is timed ("launches", "passes").
+// batch * heads beyond the grid's y limit is refused after the parse (grid_fits).
+inline void add_flags(CLI::App& app, const Flags& f, const std::vector<int>& compiled, const std::string& timed) {
+  app.add_option("--seq", f.seq_lens, "sequence lengths (queries = keys)")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  app.add_option("--head-dim", f.head_dims, "head dims")->check(CLI::IsMember(compiled))->capture_default_str();
+  app.add_option("--batch", f.batch, "batch size")->check(CLI::Range(1, 65535))->capture_default_str();
+  app.add_option("--heads", f.heads, "heads")->check(CLI::Range(1, 65535))->capture_default_str();
+  app.add_option("--warmup", f.warmup, "untimed " + timed + " first")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  app.add_option("--runs", f.runs, "timed " + timed + " at most (the median is reported)")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  app.add_flag("--once", f.once, "run each kernel once, untimed (for ncu), then stop");
+  app.add_flag("--plan", f.plan, "print the rows it would measure and the device memory, then stop (no GPU needed)");
+  app.footer("Exit status: 0 measured, 1 a CUDA or kernel error, 2 a bad flag, 77 no GPU seen.");
+}
+
+// Whether batch * heads fits the grid's y limit, 65535 (CUDA C++ Programming Guide, "Compute
+// Capabilities": maximum y-dimension of a grid of thread blocks); where it does not, prints one line
+// to stderr saying so, for main to return 2 (a bad flag).
+inline bool grid_fits(int batch, int heads) {
+  const long long blocks = static_cast<long long>(batch) * heads;
+  if (blocks <= 65535) return true;
+  std::fprintf(stderr, "error: --batch times --heads is %lld; accepted: at most 65535 (the grid's y limit)\n", blocks);
+  return false;
+}
 
 // Device memory of `count` values of T, filled from host values or left uninitialised. (The
 // programs are compiled by the host compiler, so they use the CUDA runtime directly rather than

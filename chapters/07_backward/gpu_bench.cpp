@@ -50,17 +50,9 @@ int main(int argc, char** argv) {
   std::vector<int> head_dims{64, 128};
   int batch = 4, heads = 16, warmup = 2, runs = 10;
   bool once = false, plan = false;
-  app.add_option("--seq", seq_lens, "sequence lengths (queries = keys)")->check(CLI::PositiveNumber);
-  app.add_option("--head-dim", head_dims, "head dims (32, 64 or 128)")
-      ->check(CLI::IsMember(std::vector<int>{32, 64, 128}));
-  app.add_option("--batch", batch, "batch size")->check(CLI::PositiveNumber);
-  app.add_option("--heads", heads, "heads")->check(CLI::PositiveNumber);
-  app.add_option("--warmup", warmup, "untimed passes first")->check(CLI::NonNegativeNumber);
-  app.add_option("--runs", runs, "timed passes (the median is reported)")->check(CLI::PositiveNumber);
-  app.add_flag("--once", once, "run each pass once, untimed (for ncu), then stop");
-  app.add_flag("--plan", plan, "print the rows it would measure and the device memory, then stop (no GPU needed)");
-  app.footer("Exit status: 0 measured, 1 a CUDA or kernel error, 2 a bad flag, 77 no GPU seen.");
+  fa::bench::add_flags(app, {seq_lens, head_dims, batch, heads, warmup, runs, once, plan}, {32, 64, 128}, "passes");
   CLI11_PARSE(app, argc, argv);
+  if (!fa::bench::grid_fits(batch, heads)) return 2;
 
   // One allocation of each tensor for the largest shape ([batch * heads, N, d] row-major: the first
   // batch * heads * N * d values are a whole problem).
