@@ -26,7 +26,7 @@ import course  # noqa: E402
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] + " DIR must not exist, or be empty.")
-    parser.add_argument("dir", type=Path, metavar="DIR", help="where to write the student tree")
+    parser.add_argument("dir", type=Path, metavar="DIR", nargs="?", help="where to write the student tree")
     parser.add_argument("--git", action="store_true",
                         help="make DIR a git repository whose one commit is the student tree (branch 'assignment')")
     parser.add_argument("--check", action="store_true",
@@ -40,6 +40,8 @@ def main() -> int:
             print(f"{len(exercises)} exercises, {sum(len(r) for r in regions.values())} marked regions: they agree "
                   "with the catalog")
             return 0
+        if args.dir is None:
+            parser.error("give DIR, the folder to write the student tree to")
         dest = args.dir.resolve()
         if dest == course.ROOT or course.ROOT in dest.parents:
             raise course.CourseError(f"{args.dir} is inside the repository: give a folder outside it")

@@ -106,7 +106,7 @@ def load_catalog(path: Path = CATALOG) -> list[Exercise]:
         exercises.append(
             Exercise(entry["id"], entry["title"], entry["points"], entry["minutes"], list(entry["programs"]),
                      list(entry.get("racecheck", [])), list(entry.get("needs", [])), entry["hint"],
-                     [textwrap_dedent(s) for s in entry["stubs"]]))
+                     [stub_lines(s) for s in entry["stubs"]]))
     ids = [e.id for e in exercises]
     if len(set(ids)) != len(ids):
         raise CourseError(f"{path.name}: an id is listed twice")
@@ -119,7 +119,7 @@ def load_catalog(path: Path = CATALOG) -> list[Exercise]:
     return sorted(exercises, key=lambda e: e.number)
 
 
-def textwrap_dedent(text: str) -> list[str]:
+def stub_lines(text: str) -> list[str]:
     """A stub from the catalog as its lines, without the first and last empty lines."""
     lines = text.split("\n")
     while lines and not lines[0].strip():
@@ -454,10 +454,11 @@ def table(exercises: list[Exercise], outcomes: dict[str, Outcome], hints: bool =
                      f"{o.seconds:5.1f}s  {e.title}")
         if not o.passed:
             lines.append(f"{'':34}{o.message}")
-            blocked = [n for n in e.needs if n in outcomes and not outcomes[n].passed]
+            # What its tests run besides its own lines: the earlier exercises of its chapter, and its needs.
+            before = [o.id for o in exercises if o.chapter == e.chapter and o.number < e.number] + e.needs
+            blocked = [n for n in before if n in outcomes and not outcomes[n].passed]
             if blocked:
-                lines.append(f"{'':34}(this exercise runs the code of {', '.join(blocked)}, which fails too: "
-                             "start there)")
+                lines.append(f"{'':34}(its tests also run the lines of {', '.join(blocked)}, which fail: start there)")
             if hints:
                 lines.append(f"{'':34}hint: {e.hint}")
         elif o.message:
