@@ -41,6 +41,7 @@ MARKER = re.compile(r"^(?P<indent>[ \t]*)// exercise (?P<id>\d\d\.\d+): (?P<task
 END = re.compile(r"^[ \t]*// end exercise$")
 ID = re.compile(r"^(\d\d)\.(\d+)$")
 SOURCE_SUFFIXES = {".h", ".cuh", ".cpp", ".cu"}
+RACECHECK_TAG = "[racecheck]"  # the test cases of a chapter's NN_racecheck_test
 
 
 class CourseError(Exception):
@@ -405,17 +406,21 @@ def grade_exercise(build: Path, exercise: Exercise, targets: set[str], timeout: 
     notes = []
     racecheck = [p for p in exercise.racecheck if p in targets]
     if len(racecheck) < len(exercise.racecheck):
-        notes.append("the race check was not run: this build has no race checker (it needs GCC)")
-    programs = [p for p in exercise.programs if p in targets] + racecheck
+        absent = ", ".join(p for p in exercise.racecheck if p not in targets)
+        notes.append(f"the race check was not run: this build has no {absent}")
     missing = [p for p in exercise.programs if p not in targets]
     if missing:
         return Outcome(False, f"the build has no test program {', '.join(missing)}", time.monotonic() - start)
-    error = build_targets(build, programs, jobs)
+    error = build_targets(build, exercise.programs + racecheck, jobs)
     if error:
         return Outcome(False, error, time.monotonic() - start)
     ran = 0.0
-    for program in programs:
-        outcome = run_program(build, program, exercise.tag, timeout - ran)
+    # The exercise's own test cases, then the chapter's kernels under the race checker (its test cases
+    # are tagged [racecheck]: they run every kernel of the chapter, so they come after the exercise's
+    # own, whose message says more).
+    runs = [(p, exercise.tag) for p in exercise.programs] + [(p, RACECHECK_TAG) for p in racecheck]
+    for program, tag in runs:
+        outcome = run_program(build, program, tag, timeout - ran)
         ran += outcome.seconds
         if not outcome.passed:
             return Outcome(False, outcome.message, ran, outcome.timed_out)
