@@ -291,7 +291,10 @@ TEST_CASE("the running state keeps l = sum of exp(x_j - m) over the scores seen 
     CHECK(rescale == std::exp(m_before - state.m));
     const double exact = static_cast<double>(exact_l(seen));
     // The invariant holds up to the summation error of the terms seen (see order_tolerance).
-    CHECK(std::fabs(state.l - exact) <= order_tolerance<double>(seen.size()) * exact);
+    const double bound = order_tolerance<double>(seen.size()) * exact;
+    INFO("l " << state.l << ", sum of exp(x_j - m) " << exact << ", error " << std::fabs(state.l - exact) << ", bound "
+              << bound);
+    CHECK(std::fabs(state.l - exact) <= bound);
   }
   // An empty block changes nothing.
   const auto before = state;
