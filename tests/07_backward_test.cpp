@@ -111,6 +111,7 @@ void check_case(const Case& c, ch07::DqMethod dq) {
   check_against_reference(p, run(p, c, dq));
 }
 
+#if !FA_TEST_ON_GPU  // (the finite differences below run on the CPU only)
 // The loss whose gradient the reference computes: sum over every element of O * dO, O by chapter 03
 // in double.
 double loss(const fa::Tensor4<double>& Q, const fa::Tensor4<double>& K, const fa::Tensor4<double>& V,
@@ -124,6 +125,7 @@ double loss(const fa::Tensor4<double>& Q, const fa::Tensor4<double>& K, const fa
 fa::Tensor4<double> normal_tensor(fa::Shape4 shape, std::uint64_t seed) {
   return fa::Tensor4<double>(shape, fa::normal<double>(shape.size(), seed));
 }
+#endif
 
 }  // namespace
 

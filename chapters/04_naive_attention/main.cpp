@@ -37,12 +37,10 @@ int main(int argc, char** argv) {
   fa::demo::Program program("Chapter 04: naive attention, three kernels that write S and P to global memory.");
   fa::AttentionCli cli;
   fa::add_attention_flags(program.app(), cli);
-  fa::ProfileFlags profile;  // --profile, --profile-json: the kernels' memory accesses (common/simt/profile.h)
-  fa::add_profile_flags(program.app(), profile);
+  fa::add_profile_flags(program.app(), cli.device);  // --profile, --profile-json, --racecheck (common/profile_cli.h)
   return program.run(argc, argv, [&]() -> std::optional<fa::demo::Check> {
     // Everything this run needs, checked before anything is allocated.
     const fa::Device device = fa::chosen_device(cli);
-    fa::begin_profile(profile, device);
     const fa::AttentionShape shape = fa::plan_inputs(cli);
     const ch04::Options options{cli.scale, cli.causal};
     (void)ch04::check_problem(shape, options);
@@ -72,8 +70,8 @@ int main(int argc, char** argv) {
           long_run ? std::optional<simt::ShowProgress>(std::in_place, "chapter 04's kernels") : std::nullopt;
       return ch04::naive_attention(in.Q, in.K, in.V, options, device);
     }();
-    fmt::print("{}", ch04::format_profile_beside_model(fa::end_profile(profile), shape.batch * shape.heads,
-                                                       shape.seq_len_q, shape.seq_len_k, shape.head_dim));
+    fmt::print("{}", ch04::format_profile_beside_model(fa::end_profile(), shape.batch * shape.heads, shape.seq_len_q,
+                                                       shape.seq_len_k, shape.head_dim));
     fmt::print("S and P: {} floats each ({}), each written to global memory and read back\n", out.S.size(),
                fa::format_bytes(out.S.size() * sizeof(float)));
     fmt::print("time: {:.3f} ms for the three launches ({})\n", out.elapsed_ms, fa::to_string(device));

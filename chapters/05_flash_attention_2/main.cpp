@@ -85,8 +85,7 @@ int main(int argc, char** argv) {
                        ch05::kMaxBytesPerValue)
       ->needs(traffic_flag);
   program.summary_option()->excludes(traffic_flag);
-  fa::ProfileFlags profile;  // --profile, --profile-json: the kernel's memory accesses (common/simt/profile.h)
-  fa::add_profile_flags(app, profile);
+  fa::add_profile_flags(app, cli.device);  // --profile, --profile-json, --racecheck (common/profile_cli.h)
 
   return program.run(argc, argv, [&]() -> std::optional<fa::demo::Check> {
     if (traffic) {
@@ -116,7 +115,6 @@ int main(int argc, char** argv) {
     // Everything this run needs, checked before anything is allocated.
     const fa::Tile tile = fa::parse_tile(tile_text, ch05::kCompiled);
     const fa::Device device = fa::chosen_device(cli);
-    fa::begin_profile(profile, device);
     const fa::AttentionShape shape = fa::plan_inputs(cli);
     const ch05::Options options{cli.scale, cli.causal, tile};
     const ch04::Options naive_options{cli.scale, cli.causal};
@@ -158,8 +156,8 @@ int main(int argc, char** argv) {
 
     const ch05::Result flash =
         with_progress("FlashAttention-2", [&] { return ch05::flash_attention_2(in.Q, in.K, in.V, options, device); });
-    fmt::print("{}", ch05::format_profile_beside_model(fa::end_profile(profile), in.Q.shape, shape.seq_len_k, tile,
-                                                       cli.causal));
+    fmt::print("{}",
+               ch05::format_profile_beside_model(fa::end_profile(), in.Q.shape, shape.seq_len_k, tile, cli.causal));
     const ch03::AttentionOptions reference_options{.scale = cli.scale, .causal = cli.causal};
     const ch04::Agreement agreement = ch04::agreement_bound(in.Q, in.K, in.V, reference_options);
     fa::ErrorStats err_O;

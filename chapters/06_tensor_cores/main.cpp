@@ -26,6 +26,7 @@
 #include "common/demo.h"
 #include "common/memory.h"
 #include "common/npy.h"
+#include "common/profile_cli.h"
 #include "common/program.h"
 
 namespace {
@@ -61,6 +62,7 @@ int main(int argc, char** argv) {
   fa::AttentionCli cli;
   cli.accept_f16_files = true;
   fa::add_attention_flags(app, cli);
+  fa::add_profile_flags(app, cli.device);  // --profile, --profile-json, --racecheck (common/profile_cli.h)
   std::string tile_text = fa::tile_name(ch06::Options{}.tile);
   app.add_option("--tile", tile_text, "Br x Bc tile shape of the kernel: " + fa::tile_list(ch06::kCompiled))
       ->capture_default_str();

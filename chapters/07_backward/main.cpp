@@ -28,6 +28,7 @@
 #include "common/attention_cli.h"
 #include "common/demo.h"
 #include "common/npy.h"
+#include "common/profile_cli.h"
 #include "common/program.h"
 #include "common/random.h"
 
@@ -66,6 +67,7 @@ int main(int argc, char** argv) {
   CLI::App& app = program.app();
   fa::AttentionCli cli;
   fa::add_attention_flags(app, cli);
+  fa::add_profile_flags(app, cli.device);  // --profile, --profile-json, --racecheck (common/profile_cli.h)
   std::string do_path, dq_path, dk_path, dv_path;
   bool deterministic = false;
   app.add_option("--do", do_path,
