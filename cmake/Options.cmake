@@ -1,6 +1,14 @@
 # Compiler warnings, sanitizer switches and the optional CUDA language.
 
-option(FA_WARNINGS_AS_ERRORS "Treat compiler warnings as errors" OFF)
+# Warnings as errors: off by default; CI turns it on for every preset through the environment
+# (.ci/run exports FA_WARNINGS_AS_ERRORS=ON before the first configure), so that it runs the README's
+# own workflow command. -DFA_WARNINGS_AS_ERRORS=ON does the same on the command line.
+if("$ENV{FA_WARNINGS_AS_ERRORS}")
+  set(fa_warnings_as_errors_default ON)
+else()
+  set(fa_warnings_as_errors_default OFF)
+endif()
+option(FA_WARNINGS_AS_ERRORS "Treat compiler warnings as errors" ${fa_warnings_as_errors_default})
 set(FA_SANITIZE "" CACHE STRING "Sanitizers to build with: '', 'address' (ASan + UBSan) or 'thread'")
 set_property(CACHE FA_SANITIZE PROPERTY STRINGS "" address thread)
 if(NOT FA_SANITIZE MATCHES "^(|address|thread)$")

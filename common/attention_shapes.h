@@ -34,6 +34,22 @@ struct AttentionShape {
 // (attention_shapes.cpp).
 AttentionShape check_attention_shapes(const Shape4& q, const Shape4& k, const Shape4& v);
 
+// How many values each kind of tensor of the problem holds, in double (for memory plans,
+// common/memory.h: bytes_of). Never throws.
+struct AttentionCounts {
+  double q = 0;       // Q, O, dO, dQ: batch * heads * seq_len_q * head_dim
+  double k = 0;       // K, V, dK, dV: batch * heads * seq_len_k * head_dim
+  double rows = 0;    // L, D: batch * heads * seq_len_q
+  double scores = 0;  // S, P: batch * heads * seq_len_q * seq_len_k
+};
+inline AttentionCounts attention_counts(const AttentionShape& s) {
+  const double heads = static_cast<double>(s.batch) * static_cast<double>(s.heads);
+  const double rows = heads * static_cast<double>(s.seq_len_q);
+  return {rows * static_cast<double>(s.head_dim),
+          heads * static_cast<double>(s.seq_len_k) * static_cast<double>(s.head_dim), rows,
+          rows * static_cast<double>(s.seq_len_k)};
+}
+
 // The number of query rows of the problem, batch * heads * seq_len_q: the rows of O and of L.
 inline std::size_t attention_rows(const AttentionShape& s) { return s.batch * s.heads * s.seq_len_q; }
 

@@ -1,28 +1,36 @@
-// What every CUDA chapter's kernel stands on, written once: the tile and the head dims a kernel is
-// compiled for, the problem as the kernel sees it, the one dispatch from a problem to a compiled
-// instance, the one run that brings O, L and the time back to the host, and the choice between the
-// CPU and the GPU build of the kernel.
+// What every chapter stands on, written once, in two parts. A reader of a chapter opens its main.cpp,
+// its host header, its .cuh (for a CUDA chapter) and this file.
 //
+// Part 1, a CUDA chapter's kernel (every compiler: a chapter's .cuh, which nvcc compiles too,
+// reaches it through its host header, so this part holds nothing nvcc cannot compile, no fmt:
+// its messages are made in chapter.cpp):
 //   Tile, KernelShape, every()        a kernel's compiled instances: head dim and Br x Bc tile
 //   DeviceProblem, device_problem()   one attention problem as the kernel sees it, checked
+//   visible_keys()                    the causal mask's rule, in every kernel
 //   dispatch<kCompiled>(problem, f)   calls f.template operator()<shape>() for the problem's shape
 //   KernelRun, run_forward()          O, L and the wall time of a forward kernel, on host data
 //   run_on(device, cpu, gpu)          the CPU build of the kernels (common/simt) or the GPU build
 //
+// Part 2, a chapter's program (the host compiler only): the front door every demo passes through.
+//   Program                           parse; check everything (Plan); banner; work; outputs; verdict
+//   Plan, Banner, Output              what the checks collect, what the demo is about, a file to write
+//   Check, error_field(), within()    the verdict line, and the rule that a bound must be finite
+//   cli::add_integer() ...            flags that refuse a bad value with one line
+//   AttentionFlags                    the inputs of the attention demos (chapters 04 and later)
+//
 // One run, from a demo's main() to the kernel and back (chapter 05; the other chapters are the same
 // with their own names):
-//   main.cpp                  ch05::flash_attention_2(Q, K, V, options, device)
+//   main.cpp                  program.run(argc, argv, plan, work): the flags, then plan() checks
+//                             every flag, shape, limit, file and the memory the run needs, then
+//                             the banner, then work() calls ch05::flash_attention_2(Q, K, V, ...)
 //   flash_attention_2.h       check_problem -> fa::device_problem: refuses what is not compiled
 //                             fa::run_on(device, ...) -> cpu:: or gpu::run_flash_attention_2
 //   flash_attention_2.cuh     run_flash_attention_2 -> fa::run_forward: Q, K, V to the device, O
 //                             and L filled with NaN, then launch_flash_attention_2 ->
 //                             fa::dispatch<kCompiled>: the kernel instance for head_dim and tile,
 //                             launched by simt::launch; O, L and the time come back as a KernelRun
-//
-// A chapter's kernel source (.cuh) is compiled twice, by the host compiler through common/simt
-// (namespace chNN::cpu) and by nvcc (chNN::gpu); both include this header through the chapter's
-// host header, so it holds nothing nvcc cannot compile (no fmt: device_problem's messages are made
-// in chapter.cpp).
+//   main.cpp                  compares O and L with chapter 04 and returns the Check; the front
+//                             door writes --out and prints the verdict
 #pragma once
 
 #include <array>
@@ -198,3 +206,258 @@ auto run_on(Device device, Cpu&& cpu, [[maybe_unused]] Gpu&& gpu) {
 }
 
 }  // namespace fa
+
+// =================================================================================================
+// Part 2: a chapter's program, the front door every demo passes through (the host compiler only).
+#if !defined(__CUDACC__)
+
+#include <deque>
+#include <functional>
+#include <initializer_list>
+#include <memory>
+
+#include "common/compare.h"
+#include "common/memory.h"
+
+namespace CLI {
+class App;
+class Option;
+}  // namespace CLI
+
+namespace fa {
+
+// ---- The verdict ---------------------------------------------------------------------------------
+
+// One check of a chapter against the stage before it: the demo's last line, and one row of the
+// tour's table (common/demo.h prints both).
+struct Check {
+  std::string chapter;  // "01" ... "09"
+  std::string checked;  // what was compared with what, e.g. "FlashAttention-2 (cpu) vs ch04"
+  std::string error;    // the measured error(s), e.g. "O rel L2 4.1e-07"
+  std::string bound;    // the bound(s) they must stay under, e.g. "1e-06"
+  bool pass = false;    // every error within its bound
+};
+
+// The error field of a check for one compared tensor: "O rel L2 4.1e-07", and where either side
+// holds NaN or an infinity, their counts: "O rel L2 2.7e-07, 6400 NaN, all where the reference has
+// them too" (compare.h, nonfinite_report). A verdict can then never say PASS over NaN silently.
+std::string error_field(std::string_view name, const ErrorStats& s);
+
+// The rule of every verdict: an error passes only a finite bound. A bound that is infinite or NaN
+// (a float32 evaluation that overflowed on this input, common/tolerance.h) bounds nothing, so the
+// check fails, whatever the error. Never throws.
+inline bool within(double error, double bound) { return std::isfinite(bound) && error <= bound; }
+
+// within() for a comparison: the same positions of NaN and infinities on both sides too
+// (compare.h, agrees).
+inline bool within(const ErrorStats& s, double bound) { return std::isfinite(bound) && agrees(s, bound); }
+
+// A bound as a verdict prints it, with `format` ("{:.2g}"), or "inf (no bound)" / "nan (no bound)".
+std::string bound_text(double bound, std::string_view format = "{:.2g}");
+
+// True when every value is finite. With finite inputs, attention's O is a weighted mean of V's rows
+// and every gradient is finite too: a NaN or an infinity there is an overflow of the float32
+// computation, a FAIL of every chapter on that input whatever the bound says (the demos count them
+// in the error field). Never throws.
+bool all_finite(std::span<const float> values);
+
+// The rule above as a demo applies it: true, after printing one line that says so, when `out` (named
+// `name`) holds a NaN or an infinity although every one of `inputs` is finite. Never throws.
+bool report_overflow(std::string_view name, std::span<const float> out,
+                     std::initializer_list<std::span<const float>> inputs);
+
+// ---- Flags that refuse a bad value with one line -------------------------------------------------
+// Each refuses a bad value when the flags are parsed, with one line that names the flag, the value
+// and what is accepted, e.g.
+//   --head-dim: 0 is not accepted; give an integer from 1 to 2147483647
+//   --scores: 1,,2: item 2 is empty; give numbers separated by commas, e.g. 1,3,5,2
+//   --scale: 1e39 is not accepted; give a number that float32 can hold (|scale| <= 3.4e38)
+// (CLI11's own range check prints a 300-digit range and lets "-1" wrap around in an unsigned
+// flag: these parse the text themselves; cli.cpp.) --help shows each one's current value.
+namespace cli {
+
+// The largest size of one tensor dimension a demo accepts from the command line. Larger problems
+// are refused by each chapter's own limits and by the memory plan anyway; this keeps the product
+// of a few dimensions from overflowing 64 bits before those checks run.
+inline constexpr std::uint64_t kMaxDimension = 2147483647;  // 2^31 - 1
+
+// Parses `text` as a whole decimal integer from `min` to `max` (no sign, no exponent, no spaces).
+// Returns the value, or nothing. Never throws.
+std::optional<std::uint64_t> parse_integer(std::string_view text, std::uint64_t min, std::uint64_t max);
+// The error text for a value outside [min, max] (what follows "--flag: "). Never throws.
+std::string integer_error(std::string_view text, std::uint64_t min, std::uint64_t max);
+
+// Adds `name` (e.g. "--head-dim") writing an integer from min to max into value. Returns the
+// option, for ->needs() and the like.
+CLI::Option* add_integer(CLI::App& app, const std::string& name, std::uint64_t& value, const std::string& help,
+                         std::uint64_t min = 1, std::uint64_t max = std::numeric_limits<std::uint64_t>::max());
+// A size of the problem: an integer from 1 to kMaxDimension.
+CLI::Option* add_size(CLI::App& app, const std::string& name, std::uint64_t& value, const std::string& help);
+
+// Parses "1,3,5,2" (commas, optional spaces around each number) into numbers; inf, -inf and nan are
+// numbers too (softmax has rules for them). Throws std::invalid_argument naming `flag`, the item
+// and what is accepted for an empty list, an empty item ("1,,2") or text that is not a number.
+std::vector<double> parse_number_list(std::string_view flag, std::string_view text);
+// Adds `name` writing a comma-separated list of numbers (at least one) into values.
+CLI::Option* add_number_list(CLI::App& app, const std::string& name, std::vector<double>& values,
+                             const std::string& help);
+
+// Adds `name` for the softmax scale: a number whose float32 value is finite (the kernels compute
+// in float32, so 1e39 would become inf). Unset means 1/sqrt(head_dim).
+CLI::Option* add_scale(CLI::App& app, const std::string& name, std::optional<double>& scale, const std::string& help);
+
+// Adds --tile BrxBc, one of the tiles of `compiled` (fa::parse_tile).
+CLI::Option* add_tile(CLI::App& app, Tile& tile, std::span<const KernelShape> compiled);
+
+}  // namespace cli
+
+// ---- The front door ------------------------------------------------------------------------------
+
+inline constexpr int kExitFail = 1;     // the check failed, or the work stopped with an error
+inline constexpr int kExitRefused = 2;  // refused before any work: a flag, a file, a size, the memory
+
+// What a demo is about: the heading "Chapter 05 - <title>" and a paragraph (lines broken with '\n').
+struct Banner {
+  std::string title;
+  std::string shows;
+};
+
+// What the checks before any work collect, beyond what they refuse at once: the memory the run
+// will allocate, and the files it reads and writes. The front door checks them all together, after
+// the chapter's own checks and before the banner.
+struct Plan {
+  MemoryPlan memory;  // every allocation of the run, added with memory.add(what, bytes)
+
+  // An input file (e.g. --q q.npy), which no output may be.
+  void add_input(std::string flag, std::string path);
+  // An output file written by other means than an Output (e.g. --profile-json): checked like one.
+  void add_output(std::string flag, std::string path);
+
+  // Optional: loads the data whose values must be checked too before any work (chapter 06: inputs
+  // that its element type cannot hold). The front door calls it after its own checks, the memory's
+  // included, and before the banner; what it throws is a refusal like any other.
+  std::function<void()> load;
+
+  std::vector<std::pair<std::string, std::string>> inputs, outputs;  // (flag, path)
+};
+
+// One output file of a demo, a tensor as .npy (common/npy.h), given by a flag such as --out. Its
+// path is checked before any work with every other file of the run (writable, a file name, not an
+// input, not another output); the tensor the work hands over is written after the work, with every
+// other output, whole or not at all.
+class Output {
+ public:
+  Output(std::string flag, std::string what) : flag_(std::move(flag)), what_(std::move(what)) {}
+  // Whether the flag was given: the work then must call write().
+  bool wanted() const;
+  // Hands over the tensor to write (what the flag's help names, e.g. O).
+  void write(Tensor4<float> tensor) { tensor_ = std::move(tensor); }
+  // The flag, e.g. for ->excludes("--traffic").
+  CLI::Option* option() const { return option_; }
+
+ private:
+  friend class Program;
+  std::string flag_, what_, path_;
+  CLI::Option* option_ = nullptr;
+  std::optional<Tensor4<float>> tensor_;
+};
+
+// The frame of every demo's main():
+//
+//   int main(int argc, char** argv) {
+//     fa::Program program(4, "Chapter 04: naive attention ...");   // the chapter, and --help's head
+//     fa::AttentionFlags in;
+//     in.add_to(program.app());
+//     fa::Output& out = program.add_output("--out", "O");
+//     return program.run(argc, argv,
+//         [&](fa::Plan& plan) -> std::optional<fa::Banner> { ...checks...; return banner; },
+//         [&]() -> std::optional<fa::Check> { ...the work...; out.write(O); return check; });
+//   }
+//
+// run() does, in order:
+//   1. parse the flags; --help prints every flag with its default
+//   2. plan(): the chapter's checks of everything the flags name (shapes, limits, files: whatever
+//      can be refused without doing the work), then the front door's: every output path (and
+//      --summary's) writable, distinct from each other and from every input, the memory plan
+//      against the machine's memory; then plan.load(), when the chapter gave one
+//   3. print the banner plan() returned (none: nothing)
+//   4. work(): the chapter's content; returns the check (none: this run checks nothing)
+//   5. write every Output the work handed a tensor, all together, whole or not at all (npy.h)
+//   6. print the verdict line and, with --summary FILE, append it to FILE (demo.h)
+// A refusal in steps 1 or 2 prints one line "error: ..." on stderr, before anything else, and exits
+// with 2; an error in steps 4-6 prints "error: ..." and exits with 1; FAIL exits with 1, PASS (or
+// no check) with 0.
+class Program {
+ public:
+  // `chapter` (1 ... 9) heads the banner; `description` heads --help. Registers --summary FILE.
+  Program(int chapter, std::string description);
+  ~Program();
+
+  CLI::App& app() { return *app_; }
+  // The --summary option, e.g. for ->excludes("--traffic").
+  CLI::Option* summary_option() { return summary_option_; }
+  // Adds an output flag: "--out" writing "O", with the help "write O to this .npy file (...)".
+  Output& add_output(const std::string& flag, const std::string& what);
+
+  // For a program that runs as several processes (under mpirun): only the one that does the I/O
+  // (rank 0) prints the refusals, the banner and the verdict and writes the outputs and --summary;
+  // the others check and work alike, silently but for an error of their own work. Every process
+  // does the I/O unless told otherwise; call before run().
+  void set_does_io(bool does_io) { does_io_ = does_io; }
+
+  // Steps 1-6 above. Returns the exit status for main() to return. Never throws.
+  int run(int argc, char** argv, const std::function<std::optional<Banner>(Plan&)>& plan,
+          const std::function<std::optional<Check>()>& work);
+
+ private:
+  void check_files(const Plan& plan) const;
+  int chapter_;
+  std::string name_;  // the program's file name, for the messages
+  std::unique_ptr<CLI::App> app_;
+  std::string summary_path_;
+  CLI::Option* summary_option_ = nullptr;
+  std::deque<Output> outputs_;
+  bool does_io_ = true;
+};
+
+// A rough estimate of a run's time on the CPU path: `flops` floating-point operations at
+// `flops_per_second`, a rate measured once for the chapter on a 2-core laptop (so a slower machine
+// takes longer: the figure is "about"). When the estimate exceeds 3 seconds, prints one line
+//   "This run does about 17 GFLOP; on the CPU path that takes about 20 s."
+// and returns true, so that the demo shows a progress line (common/simt/progress.h). Never throws.
+bool announce_long_run(double flops, double flops_per_second);
+
+// ---- The inputs of the attention demos (chapters 04 and later) -----------------------------------
+// Either three .npy files (--q --k --v), or random tensors drawn from a seed (--batch --heads
+// --seq-q --seq-k --head-dim --seed); plus --causal, --scale and --device.
+struct AttentionFlags {
+  std::string q_path, k_path, v_path;  // all three, or none
+  std::uint64_t batch = 1, heads = 2, seq_len_q = 256, seq_len_k = 256, head_dim = 64;
+  std::uint64_t seed = 1;
+  bool causal = false;
+  std::optional<double> scale;
+  std::string device;             // "cpu", "gpu" or empty (the GPU when there is one)
+  bool accept_f16_files = false;  // set by a demo (chapter 06) whose kernel takes fp16: '<f2' files too
+
+  // Registers the flags above on app; --help shows each one's default.
+  void add_to(CLI::App& app);
+
+  // Step 2 of the front door, for the inputs: the device (refused when --device gpu has none), and
+  // for the CPU, simt's SIMT_SCHEDULE and SIMT_THREADS (refused when malformed); the problem's
+  // shapes, from the .npy headers (the data is not read) or from the size flags; the input files
+  // and Q, K, V's memory added to the plan. Throws std::invalid_argument or std::runtime_error
+  // naming the flag or the file and what is accepted.
+  AttentionShape plan(Plan& plan) const;
+  Device chosen_device() const;
+
+  // Step 4: Q, K, V from the .npy files, or drawn normal(0, 1) from --seed. Throws as plan().
+  struct Inputs {
+    Tensor4<float> Q, K, V;
+    std::string origin;  // "q.npy, k.npy, v.npy" or "normal(0, 1), seed 1"
+  };
+  Inputs load() const;
+};
+
+}  // namespace fa
+
+#endif  // !defined(__CUDACC__)

@@ -1,11 +1,13 @@
-#include "common/cli.h"
-
+// The flags that refuse a bad value with one line (common/chapter.h, part 2, namespace fa::cli).
 #include <charconv>
 #include <cmath>
 #include <stdexcept>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <CLI/CLI.hpp>
+
+#include "common/chapter.h"
 
 namespace fa::cli {
 
@@ -30,6 +32,24 @@ std::optional<std::uint64_t> parse_integer(std::string_view text, std::uint64_t 
 
 std::string integer_error(std::string_view text, std::uint64_t min, std::uint64_t max) {
   return fmt::format("{} is not accepted; give an integer from {} to {}", text.empty() ? "''" : text, min, max);
+}
+
+CLI::Option* add_integer(CLI::App& app, const std::string& name, std::uint64_t& value, const std::string& help,
+                         std::uint64_t min, std::uint64_t max) {
+  auto* option = app.add_option_function<std::string>(
+      name, [&value](const std::string& text) { value = std::stoull(text); }, help);
+  option->check(CLI::Validator(
+      [min, max](std::string& text) {
+        return parse_integer(text, min, max) ? std::string() : integer_error(text, min, max);
+      },
+      "", "integer"));
+  option->default_str(std::to_string(value));
+  option->type_name("INT");
+  return option;
+}
+
+CLI::Option* add_size(CLI::App& app, const std::string& name, std::uint64_t& value, const std::string& help) {
+  return add_integer(app, name, value, help, 1, kMaxDimension);
 }
 
 std::vector<double> parse_number_list(std::string_view flag, std::string_view text) {
@@ -77,15 +97,6 @@ CLI::Option* add_number_list(CLI::App& app, const std::string& name, std::vector
   return option;
 }
 
-void check_float32_scale(std::string_view who, double scale) {
-  if (!std::isfinite(static_cast<float>(scale))) {
-    throw std::invalid_argument(
-        fmt::format("{}: scale {} is not accepted; give a number that float32 can hold (|scale| <= 3.4e38), or none "
-                    "for 1/sqrt(head_dim)",
-                    who, scale));
-  }
-}
-
 CLI::Option* add_scale(CLI::App& app, const std::string& name, std::optional<double>& scale, const std::string& help) {
   auto* option = app.add_option_function<std::string>(
       name, [&scale](const std::string& text) { scale = std::stod(text); }, help);
@@ -101,6 +112,26 @@ CLI::Option* add_scale(CLI::App& app, const std::string& name, std::optional<dou
       "", "scale"));
   option->default_str("1/sqrt(head_dim)");
   option->type_name("FLOAT");
+  return option;
+}
+
+CLI::Option* add_tile(CLI::App& app, Tile& tile, std::span<const KernelShape> compiled) {
+  auto* option = app.add_option_function<std::string>(
+      "--tile", [&tile, compiled](const std::string& text) { tile = parse_tile(text, compiled); },
+      "Br x Bc tile shape of the kernel: " + tile_list(compiled));
+  option->check(CLI::Validator(
+      [compiled](std::string& text) {
+        try {
+          (void)parse_tile(text, compiled);
+        } catch (const std::invalid_argument& e) {
+          const std::string message = e.what();  // "--tile 16x16: ...": CLI11 names the flag itself
+          return message.substr(std::string("--tile ").size());
+        }
+        return std::string();
+      },
+      "", "tile"));
+  option->default_str(tile_name(tile));
+  option->type_name("BrxBc");
   return option;
 }
 

@@ -1,16 +1,14 @@
-// What every chapter's demo program prints around its own content, so that the tour
-// (`cmake --workflow --preset tour`) reads the same from chapter to chapter:
+// How a demo's verdict and the tour's table look, for the front door (common/chapter.h, Program)
+// and the tour (chapters/tour_summary.cpp); a chapter's main.cpp does not need this file.
 //
-//   1. a heading: a rule, then "Chapter NN - title"                   print_heading
-//   2. a paragraph: what this demo shows                                print_shows
-//   3. the chapter's own content (a trace, a table, timings)            (the demo)
-//   4. one line: PASS or FAIL, what was checked against the chapter
-//      before, the largest error and the bound it must stay under       print_verdict
-//   5. with --summary FILE, the same check appended to FILE as one
-//      tab-separated line                                               append_summary
+//   1. the banner: a rule, then "Chapter NN - title", then what the demo shows     print_banner
+//   2. the verdict: PASS or FAIL, what was checked against the chapter before,
+//      the largest error and the bound it must stay under                        print_verdict
+//   3. with --summary FILE, the same check appended to FILE as one tab-separated
+//      line                                                                        append_summary
 //
 // The tour truncates FILE, runs every demo with --summary FILE, and ends with `tour_summary FILE`
-// (chapters/tour_summary.cpp), which prints the lines of step 5 as one table.
+// (chapters/tour_summary.cpp), which prints the lines of step 3 as one table.
 //
 // Colour: headings and PASS/FAIL are coloured (fmt's colour API, the 16 standard ANSI colours)
 // only when standard output is a terminal, NO_COLOR is unset or empty (https://no-color.org) and
@@ -31,7 +29,7 @@
 #include <fmt/format.h>
 #include <unistd.h>  // isatty
 
-#include "common/compare.h"
+#include "common/chapter.h"
 
 namespace fa::demo {
 
@@ -63,45 +61,26 @@ inline const fmt::text_style pass_style = fmt::emphasis::bold | fmt::fg(fmt::ter
 inline const fmt::text_style fail_style = fmt::emphasis::bold | fmt::fg(fmt::terminal_color::red);
 
 // ---------------------------------------------------------------------------------------------
-// Steps 1 and 2: the heading and what the demo shows.
+// Step 1: the banner.
 
 inline constexpr std::size_t rule_width = 96;
 
-// Prints a rule of '=' and then "Chapter NN - title" (chapter 2 -> "02"), both in the heading
-// colour where colour is enabled.
-inline void print_heading(int chapter, std::string_view title) {
+// Prints a rule of '=', "Chapter NN - title" (chapter 2 -> "02"), both in the heading colour where
+// colour is enabled, then the paragraph and a blank line.
+inline void print_banner(int chapter, const Banner& banner) {
   const bool colour = colour_enabled();
   fmt::print("{}\n", paint(std::string(rule_width, '='), heading_style, colour));
-  fmt::print("{}\n", paint(fmt::format("Chapter {:02} - {}", chapter, title), heading_style, colour));
+  fmt::print("{}\n", paint(fmt::format("Chapter {:02} - {}", chapter, banner.title), heading_style, colour));
+  fmt::print("{}\n\n", banner.shows);
 }
 
-// Prints the paragraph (lines already broken with '\n') and a blank line after it.
-inline void print_shows(std::string_view paragraph) { fmt::print("{}\n\n", paragraph); }
-
 // ---------------------------------------------------------------------------------------------
-// Steps 4 and 5: one check of a chapter against the stage before it.
-
-struct Check {
-  std::string chapter;  // "01" ... "05"
-  std::string checked;  // what was compared with what, e.g. "FlashAttention-2 (cpu) = chapter 04"
-  std::string error;    // the measured error(s), e.g. "O rel L2 4.1e-07"
-  std::string bound;    // the bound(s) they must stay under, e.g. "1e-06"
-  bool pass = false;    // every error within its bound
-};
+// Steps 2 and 3: one check of a chapter against the stage before it (fa::Check, common/chapter.h).
 
 // "PASS  <checked>: <error>; bound <bound>", PASS in green or FAIL in red when colour is true.
 inline std::string verdict_line(const Check& c, bool colour) {
   const std::string word = c.pass ? paint("PASS", pass_style, colour) : paint("FAIL", fail_style, colour);
   return fmt::format("{}  {}: {}; bound {}", word, c.checked, c.error, c.bound);
-}
-
-// The error field of a check for one compared tensor: "O rel L2 4.1e-07", and where either side
-// holds NaN or an infinity, their counts: "O rel L2 2.7e-07, 6400 NaN, all where the reference has
-// the same" (compare.h, nonfinite_report). A verdict can then never say PASS over NaN silently.
-inline std::string error_field(std::string_view name, const ErrorStats& s) {
-  std::string text = fmt::format("{} rel L2 {:.2g}", name, s.rel_l2);
-  if (const std::string nonfinite = nonfinite_report(s); !nonfinite.empty()) text += ", " + nonfinite;
-  return text;
 }
 
 // Prints a blank line and then verdict_line(c) on stdout.

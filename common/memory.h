@@ -19,14 +19,21 @@
 namespace fa {
 
 // The memory this process may still allocate, in bytes: MemAvailable of /proc/meminfo on Linux (the
-// kernel's estimate of what can be used without swapping), else the free physical pages. Never
-// throws; returns 0 if neither can be read (then every plan fails, with that reason).
+// kernel's estimate of what can be used without swapping), else the free physical pages; and in a
+// container with a memory limit (cgroup v2's memory.max), at most what that limit leaves; under an
+// address-space limit (ulimit -v, RLIMIT_AS), at most what this process may still map. Never
+// throws; returns 0 if nothing can be read (then every plan fails, with that reason).
 std::uint64_t available_memory_bytes();
 
 // a * b, or UINT64_MAX when the product does not fit in 64 bits. Never throws.
 std::uint64_t saturating_mul(std::uint64_t a, std::uint64_t b);
 // a + b, or UINT64_MAX when the sum does not fit. Never throws.
 std::uint64_t saturating_add(std::uint64_t a, std::uint64_t b);
+
+// A count of bytes computed in double, as a memory plan adds it: rounded up, and 2^64 - 1 (more than
+// any machine has) for anything at or past 2^64, or NaN. Counting in double does not wrap around
+// as 64-bit integers do, and its rounding (1 in 2^53) is far below what decides a plan. Never throws.
+std::uint64_t bytes_of(double bytes);
 
 // Bytes as "1.64 TB" (10^12), "8.39 GB" (10^9), "512 MB", "1.2 kB", "12 bytes". Never throws.
 std::string format_bytes(std::uint64_t bytes);

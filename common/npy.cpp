@@ -25,7 +25,9 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <memory>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -36,6 +38,7 @@
 
 #include "common/memory.h"
 #include "common/simt/half_precision.h"  // simt::f16: float16 files, widened exactly
+#include "common/temporary_file.h"
 
 namespace fa {
 namespace {
@@ -433,42 +436,69 @@ Shape4 read_npy_shape(const std::string& path, bool accept_f16) {
   return read_header(in, path, accept_f16).shape;
 }
 
-void write_npy_f32(std::ostream& out, const Tensor4<float>& t, const std::string& name) {
-  if (t.values.size() != t.shape.size()) {
-    fail(name, fmt::format("cannot write: {} values do not fill {}", t.values.size(), t.shape.str()));
-  }
+namespace {
+
+// The bytes of t's file: format version 1.0, descr '<f4', fortran_order False, shape (batch, heads,
+// seq_len, head_dim), the header padded so that the data starts at a multiple of 64 bytes (as NumPy
+// writes it), then the values, little-endian.
+std::string npy_header(const Shape4& shape) {
   std::string header = fmt::format("{{'descr': '<f4', 'fortran_order': False, 'shape': ({}, {}, {}, {}), }}",
-                                   t.shape.batch, t.shape.heads, t.shape.seq_len, t.shape.head_dim);
+                                   shape.batch, shape.heads, shape.seq_len, shape.head_dim);
   // Pad with spaces, then '\n', so that magic (6) + version (2) + HEADER_LEN (2) + header is a
   // multiple of 64: the data starts aligned, as NumPy writes it.
   const std::size_t unpadded = 10 + header.size() + 1;
   header.append((64 - unpadded % 64) % 64, ' ');
   header += '\n';
   const auto header_len = static_cast<std::uint16_t>(header.size());  // < 200: fits 1.0's 2 bytes
-
-  out.write(kMagic.data(), static_cast<std::streamsize>(kMagic.size()));
   const char version_and_len[4] = {1, 0, static_cast<char>(header_len & 0xff), static_cast<char>(header_len >> 8)};
-  out.write(version_and_len, 4);
-  out.write(header.data(), static_cast<std::streamsize>(header.size()));
+  return std::string(kMagic) + std::string(version_and_len, 4) + header;
+}
+
+// Calls `sink(bytes, count)` with the file's bytes in order: the header, then the values in chunks.
+template <class Sink>
+void npy_bytes(const Tensor4<float>& t, const std::string& name, Sink&& sink) {
+  if (t.values.size() != t.shape.size()) {
+    fail(name, fmt::format("cannot write: {} values do not fill {}", t.values.size(), t.shape.str()));
+  }
+  const std::string header = npy_header(t.shape);
+  sink(header.data(), header.size());
   if constexpr (std::endian::native == std::endian::little) {
-    if (!t.values.empty()) {  // an empty vector's data() may be null: not for write()
-      out.write(reinterpret_cast<const char*>(t.values.data()),
-                static_cast<std::streamsize>(t.values.size() * sizeof(float)));
-    }
+    const char* data = reinterpret_cast<const char*>(t.values.data());
+    const std::size_t total = t.values.size() * sizeof(float);
+    constexpr std::size_t kChunk = std::size_t{1} << 24;  // 16 MiB per write
+    for (std::size_t at = 0; at < total; at += kChunk) sink(data + at, std::min(kChunk, total - at));
   } else {
     for (float x : t.values) {
       const auto bits = std::bit_cast<std::uint32_t>(x);
       const char b[4] = {static_cast<char>(bits), static_cast<char>(bits >> 8), static_cast<char>(bits >> 16),
                          static_cast<char>(bits >> 24)};
-      out.write(b, 4);
+      sink(b, 4);
     }
   }
+}
+
+// Why a write failed, in words a reader can act on.
+std::string write_error(int error, std::uint64_t written, std::uint64_t total) {
+  const std::string where = fmt::format("{} of {} bytes written", written, total);
+  if (error == EFBIG) {
+    return fmt::format("the file-size limit of this process stops the write ({}; ulimit -f shows the limit)", where);
+  }
+  if (error == ENOSPC) return fmt::format("the disk is full ({})", where);
+  if (error == EDQUOT) return fmt::format("the disk quota is used up ({})", where);
+  return fmt::format("write error: {} ({})", std::generic_category().message(error), where);
+}
+
+}  // namespace
+
+void write_npy_f32(std::ostream& out, const Tensor4<float>& t, const std::string& name) {
+  npy_bytes(t, name,
+            [&](const char* bytes, std::size_t count) { out.write(bytes, static_cast<std::streamsize>(count)); });
   out.flush();
-  if (!out) fail(name, "write error (is the disk full?)");
+  if (!out) fail(name, "write error");
 }
 
 void check_output_path(const std::string& path) {
-  if (path.empty()) fail("output file", "the path is empty: give a file name such as o.npy");
+  if (path.empty()) throw std::runtime_error("the path is empty: give a file name such as o.npy");
   std::error_code ec;
   const std::filesystem::path target(path);
   if (std::filesystem::is_directory(target, ec)) fail(path, "is a directory: give a file name such as o.npy");
@@ -486,35 +516,35 @@ void check_output_path(const std::string& path) {
   }
 }
 
-void write_npy_f32(const std::string& path, const Tensor4<float>& t) {
-  check_output_path(path);
-  // A write past `ulimit -f` raises SIGXFSZ, which would end the process with the temporary file
-  // half written; ignored, the write fails with EFBIG instead and the error below reports it.
+void write_npy_f32_files(std::span<const NpyFile> files) {
+  for (const NpyFile& f : files) check_output_path(f.path);
+  // A write past the file-size limit (ulimit -f) raises SIGXFSZ, which would end the process with
+  // the temporary file half written; ignored, the write fails with EFBIG instead, reported below.
   std::signal(SIGXFSZ, SIG_IGN);
-  // Write a temporary file in the same folder, then rename it over `path`: rename() within one
-  // file system replaces the file whole, so `path` holds either its old contents or all of the new.
-  std::string temporary = path + ".XXXXXX";
-  const int fd = mkstemp(temporary.data());
-  if (fd < 0)
-    fail(path, fmt::format("cannot create a temporary file beside it: {}", std::generic_category().message(errno)));
-  close(fd);
-  try {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    if (!out) fail(path, fmt::format("cannot open for writing: {}", std::generic_category().message(errno)));
-    write_npy_f32(out, t, path);
-    out.close();
-    if (!out) fail(path, "write error while closing the file (is the disk full?)");
-    // mkstemp creates the file readable by its owner only; give it the permissions a new file gets.
-    const mode_t mask = umask(0);
-    umask(mask);
-    chmod(temporary.c_str(), 0666 & ~mask);
-    if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-      fail(path, fmt::format("cannot replace the file: {}", std::generic_category().message(errno)));
-    }
-  } catch (...) {
-    std::remove(temporary.c_str());
-    throw;
+  std::vector<std::unique_ptr<TemporaryFile>> temporaries;
+  for (const NpyFile& f : files) {
+    temporaries.push_back(std::make_unique<TemporaryFile>(f.path));
+    const int fd = temporaries.back()->fd();
+    const std::uint64_t total = npy_header(f.tensor->shape).size() + f.tensor->values.size() * sizeof(float);
+    std::uint64_t written = 0;
+    npy_bytes(*f.tensor, f.path, [&](const char* bytes, std::size_t count) {
+      while (count > 0) {
+        const ssize_t n = ::write(fd, bytes, count);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) fail(f.path, write_error(n < 0 ? errno : ENOSPC, written, total));
+        written += static_cast<std::uint64_t>(n);
+        bytes += n;
+        count -= static_cast<std::size_t>(n);
+      }
+    });
   }
+  // Every file is complete: now replace the real paths, one rename each.
+  for (const auto& temporary : temporaries) temporary->commit();
+}
+
+void write_npy_f32(const std::string& path, const Tensor4<float>& t) {
+  const NpyFile file{path, &t};
+  write_npy_f32_files(std::span<const NpyFile>(&file, 1));
 }
 
 }  // namespace fa

@@ -23,6 +23,8 @@
 #pragma once
 
 #include <istream>
+#include <ostream>
+#include <span>
 #include <string>
 
 #include "common/tensor.h"
@@ -59,12 +61,23 @@ void check_output_path(const std::string& path);
 Tensor4<float> read_npy_f32_or_f16_4d(const std::string& path);
 Tensor4<float> read_npy_f32_or_f16_4d(std::istream& in, const std::string& name);
 
-// Writes t as a .npy file: format version 1.0, descr '<f4', fortran_order False, shape
-// (batch, heads, seq_len, head_dim), the header padded so that the data starts at a multiple of 64
-// bytes, as NumPy does. The file is replaced whole or not at all: it is written to a temporary file
-// in the same folder and renamed over path, so a write that fails part way (disk full, ulimit -f)
-// leaves an earlier file untouched. Throws std::runtime_error naming the path when it cannot be
-// written (check_output_path's reasons, or a failed write).
+// One file to write: its path and the tensor.
+struct NpyFile {
+  std::string path;
+  const Tensor4<float>* tensor = nullptr;
+};
+
+// Writes every file as .npy (format version 1.0, descr '<f4', fortran_order False, shape (batch,
+// heads, seq_len, head_dim), the header padded so that the data starts at a multiple of 64 bytes,
+// as NumPy does), all of them or none: each goes to a temporary file beside its path first
+// (common/temporary_file.h), and only once every one is complete is each renamed over its path. A
+// write that fails part way (a full disk, the file-size limit of ulimit -f), an exception or SIGINT
+// or SIGTERM leaves every path as it was and removes the temporary files. Throws
+// std::runtime_error naming the path and the cause (check_output_path's reasons, "the file-size
+// limit of this process stops the write (...)", "the disk is full (...)").
+void write_npy_f32_files(std::span<const NpyFile> files);
+
+// The same for one file.
 void write_npy_f32(const std::string& path, const Tensor4<float>& t);
 
 // The same, to a stream. `name` starts every error message.

@@ -88,6 +88,8 @@ void add_profile_flags(CLI::App& app) {
   add_flags(app);
 }
 
+const std::string& profile_json_path() { return state().json_path; }
+
 std::vector<simt::profile::KernelProfile> end_profile() {
   State& s = state();
   if (!s.profiling) return {};

@@ -2,7 +2,7 @@
 // (common/simt/profile.h) and race checker (common/simt/racecheck.h) of the kernels a demo runs on
 // the CPU. One line in a demo's main gives it all three:
 //
-//   fa::add_profile_flags(app, cli.device);     // cli: the demo's fa::AttentionCli
+//   fa::add_profile_flags(app, flags.device);   // flags: the demo's fa::AttentionFlags
 //
 // and one in its CMakeLists.txt gives its kernels the profiled copy that both tools watch:
 //
@@ -32,6 +32,10 @@ namespace fa {
 void add_profile_flags(CLI::App& app, const std::string& device);
 // The same for a program whose kernels always run on the CPU (simt's examples).
 void add_profile_flags(CLI::App& app);
+
+// The file --profile-json names, or empty where it was not given: a demo's front door checks that
+// it can be written before any work (fa::Plan::add_output, common/chapter.h).
+const std::string& profile_json_path();
 
 // Ends the profile now, if one was asked for: prints its table for --profile, writes the JSON for
 // --profile-json (replaced whole or not at all; std::runtime_error when it cannot be written), and

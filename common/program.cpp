@@ -1,17 +1,53 @@
-#include "common/program.h"
+// The front door of every demo (common/chapter.h, part 2): Program, Plan, Output, and the verdict's
+// helpers.
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <exception>
+#include <filesystem>
+#include <system_error>
 
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
-namespace fa::demo {
+#include "common/chapter.h"
+#include "common/demo.h"
+#include "common/npy.h"
 
-Program::Program(std::string description) : app_(std::move(description)) {
-  app_.option_defaults()->always_capture_default();
-  summary_option_ = app_.add_option("--summary", summary_path_,
-                                    "append this run's check, one tab-separated line, to FILE (the tour does)");
-  summary_option_->default_str("none");
+namespace fa {
+
+std::string error_field(std::string_view name, const ErrorStats& s) {
+  std::string text = fmt::format("{} rel L2 {:.2g}", name, s.rel_l2);
+  if (const std::string nonfinite = nonfinite_report(s); !nonfinite.empty()) text += ", " + nonfinite;
+  return text;
+}
+
+std::string bound_text(double bound, std::string_view format) {
+  if (!std::isfinite(bound)) return fmt::format("{} (no bound)", bound);
+  return fmt::vformat(format, fmt::make_format_args(bound));
+}
+
+bool all_finite(std::span<const float> values) {
+  for (float x : values) {
+    if (!std::isfinite(x)) return false;
+  }
+  return true;
+}
+
+bool report_overflow(std::string_view name, std::span<const float> out,
+                     std::initializer_list<std::span<const float>> inputs) {
+  for (std::span<const float> in : inputs) {
+    if (!all_finite(in)) return false;  // NaN in, NaN out: that is propagation, not overflow
+  }
+  if (all_finite(out)) return false;
+  fmt::print(
+      "{} holds NaN or inf although every input is finite: the float32 computation overflowed on this input "
+      "(a score past 3.4e38), which is a FAIL whatever the bound\n",
+      name);
+  return true;
 }
 
 bool announce_long_run(double flops, double flops_per_second) {
@@ -22,28 +58,152 @@ bool announce_long_run(double flops, double flops_per_second) {
   return true;
 }
 
-int Program::run(int argc, char** argv, const std::function<std::optional<Check>()>& body) {
-  try {  // line 1
-    app_.parse(argc, argv);
+void Plan::add_input(std::string flag, std::string path) { inputs.emplace_back(std::move(flag), std::move(path)); }
+void Plan::add_output(std::string flag, std::string path) { outputs.emplace_back(std::move(flag), std::move(path)); }
+
+bool Output::wanted() const { return option_ != nullptr && option_->count() > 0; }
+
+Program::Program(int chapter, std::string description)
+    : chapter_(chapter), app_(std::make_unique<CLI::App>(std::move(description))) {
+  app_->option_defaults()->always_capture_default();
+  summary_option_ = app_->add_option("--summary", summary_path_,
+                                     "append this run's check, one tab-separated line, to FILE (the tour does)");
+  summary_option_->default_str("none");
+}
+
+Program::~Program() = default;
+
+Output& Program::add_output(const std::string& flag, const std::string& what) {
+  Output& out = outputs_.emplace_back(flag, what);
+  // A function option, so that an empty value (--out=) reaches the check and is refused there with
+  // a reason, rather than by CLI11 as a missing value.
+  out.option_ = app_->add_option_function<std::string>(
+      flag, [&out](const std::string& path) { out.path_ = path; },
+      fmt::format("write {} to this .npy file (float32; replaced whole or not at all)", what));
+  out.option_->type_name("FILE")->default_str("none");
+  return out;
+}
+
+namespace {
+
+// Two paths name the same file: the same path once made absolute and normalised (the file need not
+// exist), or, for files that exist, the same file (a hard or symbolic link).
+bool same_file(const std::string& a, const std::string& b) {
+  std::error_code ec;
+  const auto canonical_a = std::filesystem::weakly_canonical(a, ec);
+  const auto canonical_b = std::filesystem::weakly_canonical(b, ec);
+  if (!ec && canonical_a == canonical_b) return true;
+  return std::filesystem::equivalent(a, b, ec) && !ec;
+}
+
+// --summary FILE: appended to, so it may exist (as a regular file); its folder must exist and be
+// writable. Throws std::runtime_error naming the file otherwise.
+void check_summary_path(const std::string& path) {
+  if (path.empty()) throw std::runtime_error("--summary: the path is empty: give a file name such as tour.tsv");
+  std::error_code ec;
+  const std::filesystem::path file(path);
+  const auto status = std::filesystem::status(file, ec);
+  if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) {
+    throw std::runtime_error(fmt::format("--summary {}: exists and is not a regular file; give a file name", path));
+  }
+  const std::filesystem::path folder = file.has_parent_path() ? file.parent_path() : ".";
+  if (!std::filesystem::is_directory(folder, ec)) {
+    throw std::runtime_error(fmt::format("--summary {}: the folder {} does not exist", path, folder.string()));
+  }
+  if (access(folder.c_str(), W_OK | X_OK) != 0) {
+    throw std::runtime_error(fmt::format("--summary {}: cannot write into the folder {}: {}", path, folder.string(),
+                                         std::generic_category().message(errno)));
+  }
+}
+
+}  // namespace
+
+void Program::check_files(const Plan& plan) const {
+  // Every file the run writes, with its flag: the Outputs given, the plan's others, --summary.
+  std::vector<std::pair<std::string, std::string>> written = plan.outputs;
+  for (const Output& out : outputs_) {
+    if (out.wanted()) written.emplace_back(out.flag_, out.path_);
+  }
+  for (const auto& [flag, path] : written) {
+    try {
+      check_output_path(path);
+    } catch (const std::exception& e) {
+      throw std::runtime_error(fmt::format("{}: {}", flag, e.what()));
+    }
+  }
+  if (summary_option_->count() > 0) {
+    check_summary_path(summary_path_);
+    written.emplace_back("--summary", summary_path_);
+  }
+  for (std::size_t a = 0; a < written.size(); ++a) {
+    for (std::size_t b = a + 1; b < written.size(); ++b) {
+      if (same_file(written[a].second, written[b].second)) {
+        throw std::runtime_error(fmt::format("{} {} and {} {} name the same file; give each output its own file",
+                                             written[a].first, written[a].second, written[b].first, written[b].second));
+      }
+    }
+    for (const auto& [flag, path] : plan.inputs) {
+      if (same_file(written[a].second, path)) {
+        throw std::runtime_error(fmt::format("{} {} is the input {} {}; write the output to another file",
+                                             written[a].first, written[a].second, flag, path));
+      }
+    }
+  }
+}
+
+int Program::run(int argc, char** argv, const std::function<std::optional<Banner>(Plan&)>& plan,
+                 const std::function<std::optional<Check>()>& work) {
+  name_ = argc > 0 ? std::filesystem::path(argv[0]).filename().string() : "demo";
+  const auto refuse = [&](const std::string& what) {
+    if (!does_io_) return kExitRefused;  // the process that does the I/O says it, once
+    std::fflush(stdout);
+    fmt::print(stderr, "error: {}\n", what);
+    return kExitRefused;
+  };
+  // 1. The flags.
+  try {
+    app_->parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
-    return app_.exit(e);
+    return does_io_ ? app_->exit(e) : 0;
   } catch (const CLI::CallForAllHelp& e) {
-    return app_.exit(e);
+    return does_io_ ? app_->exit(e) : 0;
   } catch (const CLI::ParseError& e) {
-    std::fflush(stdout);
-    fmt::print(stderr, "error: {} (see --help)\n", e.what());
-    return kExitBadFlags;
+    return refuse(fmt::format("{} (see --help)", e.what()));
   } catch (const std::exception& e) {  // a flag's own parser (e.g. a list) that threw
-    std::fflush(stdout);
-    fmt::print(stderr, "error: {} (see --help)\n", e.what());
-    return kExitBadFlags;
+    return refuse(fmt::format("{} (see --help)", e.what()));
+  }
+  // 2. Everything the flags name, before any work.
+  std::optional<Banner> banner;
+  try {
+    Plan checked;
+    banner = plan(checked);
+    if (does_io_) check_files(checked);  // the files are the I/O process's alone
+    checked.memory.check(name_);
+    if (checked.load) checked.load();
+  } catch (const std::exception& e) {
+    return refuse(e.what());
   }
   try {
-    const std::optional<Check> check = body();  // line 2
+    // 3. The banner, 4. the work.
+    if (banner && does_io_) demo::print_banner(chapter_, *banner);
+    const std::optional<Check> check = work();
+    if (!does_io_) return !check || check->pass ? 0 : kExitFail;
+    // 5. The outputs, all together.
+    std::vector<NpyFile> files;
+    for (const Output& out : outputs_) {
+      if (!out.wanted()) continue;
+      if (!out.tensor_) throw std::runtime_error(fmt::format("{}: this run made no {} to write", out.flag_, out.what_));
+      files.push_back({out.path_, &*out.tensor_});
+    }
+    write_npy_f32_files(files);
+    for (const Output& out : outputs_) {
+      if (out.wanted()) fmt::print("wrote {} to {}\n", out.what_, out.path_);
+    }
+    // 6. The verdict.
     if (!check) return 0;
-    print_verdict(*check);  // line 3
-    if (!summary_path_.empty()) append_summary(summary_path_, *check);
-    return check->pass ? 0 : kExitFail;  // line 4
+    demo::print_verdict(*check);
+    if (summary_option_->count() > 0) demo::append_summary(summary_path_, *check);
+    return check->pass ? 0 : kExitFail;
   } catch (const std::exception& e) {
     std::fflush(stdout);
     fmt::print(stderr, "error: {}\n", e.what());
@@ -51,4 +211,4 @@ int Program::run(int argc, char** argv, const std::function<std::optional<Check>
   }
 }
 
-}  // namespace fa::demo
+}  // namespace fa

@@ -17,22 +17,23 @@
 
 namespace fa {
 
-template <class T = double>
-std::vector<T> normal(std::size_t n, std::uint64_t seed, double mean = 0.0, double stddev = 1.0) {
+// n values of `distribution`, drawn in order from std::mt19937_64 seeded with `seed`, as T.
+template <class T, class Distribution>
+std::vector<T> draw(std::size_t n, std::uint64_t seed, Distribution distribution) {
   std::mt19937_64 engine(seed);
-  std::normal_distribution<double> draw(mean, stddev);
   std::vector<T> out(n);
-  for (auto& x : out) x = static_cast<T>(draw(engine));
+  for (auto& x : out) x = static_cast<T>(distribution(engine));
   return out;
 }
 
 template <class T = double>
+std::vector<T> normal(std::size_t n, std::uint64_t seed, double mean = 0.0, double stddev = 1.0) {
+  return draw<T>(n, seed, std::normal_distribution<double>(mean, stddev));
+}
+
+template <class T = double>
 std::vector<T> uniform(std::size_t n, std::uint64_t seed, double lo = 0.0, double hi = 1.0) {
-  std::mt19937_64 engine(seed);
-  std::uniform_real_distribution<double> draw(lo, hi);
-  std::vector<T> out(n);
-  for (auto& x : out) x = static_cast<T>(draw(engine));
-  return out;
+  return draw<T>(n, seed, std::uniform_real_distribution<double>(lo, hi));
 }
 
 // normal(0, 1) scores, then `outliers` of them (chosen at random; at least one when n > 0) raised

@@ -16,6 +16,7 @@
 // missing rescale (errors of order 1e-3 to 1). Errors are relative L2 distances (common/compare.h).
 #pragma once
 
+#include <cmath>
 #include <string>
 
 #include <fmt/format.h>
@@ -28,10 +29,14 @@ inline constexpr double kFloat32UnitRoundoff = 0x1p-24;  // 5.96e-8
 // roundoff `u` of the precision. Never throws.
 inline double bound_from_plain(double plain_error, double u = kFloat32UnitRoundoff) { return 2.0 * plain_error + u; }
 
-// "2 x 3.1e-07 + 6e-08 = 6.8e-07": how the bound was made, for a demo to print. Never throws.
+// "2 x 3.1e-07 + 6e-08 = 6.8e-07": how the bound was made, for a demo to print; where the plain
+// evaluation's error is infinite or NaN (it overflowed on this input), says that there is no bound,
+// which every verdict counts as a FAIL (common/chapter.h, within). Never throws.
 inline std::string explain_bound(double plain_error, double u = kFloat32UnitRoundoff) {
-  return fmt::format("2 x {:.2g} (a plain evaluation's error) + {:.1g} = {:.2g}", plain_error, u,
-                     bound_from_plain(plain_error, u));
+  const std::string made = fmt::format("2 x {:.2g} (a plain evaluation's error) + {:.1g} = {:.2g}", plain_error, u,
+                                       bound_from_plain(plain_error, u));
+  if (std::isfinite(plain_error)) return made;
+  return made + ": no bound, since a plain float32 evaluation does not survive this input (a FAIL)";
 }
 
 }  // namespace fa

@@ -27,7 +27,11 @@
 //                                     simt::profile::shared_cost (common/simt/profile_count.h)
 //   8. backward-tiles.svg             backward_tiles_figure(): static; ch07::walk_backward, causal:
 //                                     the tiles one block of each backward kernel touches
-//   9. write_figures() writes all eight into a folder.
+//   9. decoding-merge.svg             decoding_merge_figure(): animated; chapter 08's split kernel and
+//                                     combine on one query row: three chunks' partials, then their merge
+//  10. decoding-waves.svg             decoding_waves_figure(): static; the blocks of a decoding step on
+//                                     132 SMs, without splits and with ch08::choose_splits' count
+//  11. write_figures() writes all ten into a folder.
 //
 // Source: the book's own figures, computed by its code: the worked example (chapter 03) and the
 // traffic table (chapter 05's --traffic: one head, forward pass, BF16, blocks of 128).
@@ -109,19 +113,27 @@ std::string bank_conflicts_figure();
 // Figure 8 (backward-tiles.svg).
 std::string backward_tiles_figure();
 
+// Figure 9 (decoding-merge.svg): one query row of merge_keys keys (head_dim 64, Q and K drawn by
+// fa::normal from merge_seed, ten keys made like the query), softmax scale merge_scale, three
+// splits. Figure 10 (decoding-waves.svg): a cache of waves_context keys.
+inline constexpr std::size_t merge_keys = 160;
+inline constexpr std::uint64_t merge_seed = 8;
+inline constexpr double merge_scale = 0.25;
+inline constexpr std::size_t waves_context = 32768;
+std::string decoding_merge_figure();
+std::string decoding_waves_figure();
+
 // One figure file: its name in docs/figures/ and its content.
 struct Figure {
   std::string name;
   std::string svg;
 };
 
-// All eight figures. benchmarks, cpu_benchmarks: the paths of docs/benchmarks.md and
+// All ten figures. benchmarks, cpu_benchmarks: the paths of docs/benchmarks.md and
 // docs/benchmarks-cpu.md; a missing file means no measurements. Throws std::invalid_argument when
 // a file holds a measured table that cannot be read (the reader's message), std::runtime_error
 // when a file exists but cannot be read.
 std::vector<Figure> make_figures(const std::filesystem::path& benchmarks, const std::filesystem::path& cpu_benchmarks);
-//   6. backward-tiles.svg             backward_tiles_figure(): static; ch07::walk_backward, causal:
-//                                     the tiles one block of each backward kernel touches
 
 // Writes make_figures(benchmarks, cpu_benchmarks) into folder (created if missing), one file
 // each. Throws as make_figures, and std::runtime_error naming the file when one cannot be written.

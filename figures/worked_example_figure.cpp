@@ -4,7 +4,7 @@
 // Everything printed comes from ch03::trace_online_weighted_sum (chapters/03_online_weighted_sum/
 // online_weighted_sum.h), one BlockStep per block, and ch03::weighted_sum_all_at_once. Its parts
 // are lettered, since "line n" here always means line n of the recurrence in online_weighted_sum.h:
-//   a. a box per block: its keys (score s, value v), then lines 1-6 of the recurrence with the
+//   a. a box per block: its keys (score s, value v), then lines 2-6 of the recurrence with the
 //      block's numbers, and what line 7 would give if the keys ended there
 //   b. between the boxes, the three numbers carried to the next block: m, l, acc
 //   c. at the bottom, line 7 after the last block, beside the all-at-once reference
@@ -23,8 +23,10 @@
 namespace figures {
 namespace {
 
-constexpr double width = 960;
-constexpr double left = 24, right = 936;
+// Wide enough for the longest line, block 2's line 5: about 110 characters of 14 px DejaVu Sans Mono
+// (8.4 px each), from left + 14.
+constexpr double width = 1000;
+constexpr double left = 24, right = 976;
 constexpr double line_height = 22;
 
 // "a, b, c" of numbers.
@@ -45,8 +47,8 @@ std::string block_box(const ch03::BlockStep& s, std::size_t index, const std::ve
   out += rect(left, y, right - left, box_h, fmt::format(R"(fill="#ffffff" stroke="{}" stroke-width="1.5")", ink));
   out += text(left + 14, y + 26, fmt::format("Block {}: keys j = {} and {}", index + 1, s.first, s.first + s.count - 1),
               R"(class="heading")");
-  // the block's keys, as cards
-  double card_x = left + 230;
+  // the block's keys, as cards, right of the heading (about 270 px of 16 px bold text)
+  double card_x = left + 310;
   for (std::size_t j = s.first; j < s.first + s.count; ++j) {
     out += rect(card_x, y + 8, 150, 26, fmt::format(R"(fill="{}" stroke="{}" stroke-width="1")", light, ink));
     out += text(card_x + 75, y + 26, fmt::format("s = {},  v = {}", number(scores[j]), number(values[j])),
@@ -64,11 +66,11 @@ std::string block_box(const ch03::BlockStep& s, std::size_t index, const std::ve
                                    scores.begin() + static_cast<std::ptrdiff_t>(s.first + s.count));
   const bool first = s.m_old == ch03::minus_infinity;
   const std::vector<std::string> rows{
-      fmt::format("line 1  m_new = max(m, max s) = max({}, max({})) = {}", number(s.m_old), list(block_scores),
+      fmt::format("line 2  m_new = max(m, max s) = max({}, max({})) = {}", number(s.m_old), list(block_scores),
                   number(s.m_new)),
-      fmt::format("line 2  rescale = exp(m \u2212 m_new) = exp({} \u2212 {}) = {}{}", number(s.m_old), number(s.m_new),
+      fmt::format("line 3  rescale = exp(m \u2212 m_new) = exp({} \u2212 {}) = {}{}", number(s.m_old), number(s.m_new),
                   number(s.rescale), first ? ": nothing is carried yet" : ": rescales what is carried"),
-      fmt::format("line 3  p = exp(s \u2212 m_new) = {} = {}", fmt::join(exps, ", "), fmt::join(ps, ", ")),
+      fmt::format("line 4  p = exp(s \u2212 m_new) = {} = {}", fmt::join(exps, ", "), fmt::join(ps, ", ")),
       fmt::format("line 4  l = rescale \u00d7 l + \u03a3 p = {} \u00d7 {} + ({}) = {} + {} = {}", number(s.rescale),
                   number(l_old), fmt::join(ps, " + "), number(s.l_carried), number(s.l_block), number(s.l)),
       fmt::format("line 5  acc = rescale \u00d7 acc + \u03a3 p v = {} \u00d7 {} + ({}) = {} + {} = {}",
@@ -123,7 +125,7 @@ std::string worked_example_figure() {
                            list(worked_scores), list(worked_values), worked_block),
                R"(class="small")");
   double y = 76;
-  double l_old = 0, acc_old = 0;  // line 0: the empty state
+  double l_old = 0, acc_old = 0;  // line 1: the empty state
   for (std::size_t k = 0; k < steps.size(); ++k) {
     body += block_box(steps[k], k, worked_scores, worked_values, l_old, acc_old, k + 1 == steps.size(), y);
     if (k + 1 < steps.size()) {

@@ -6,7 +6,8 @@
 #                 but not required (without them every kernel runs on the CPU through common/simt)
 #   2. configure  the default preset: finds fmt, CLI11, Catch2, Google Benchmark and Boost.Context
 #   3. build      everything (a few minutes on a 2-core laptop, the first time)
-#   4. tests      every test; the gpu-labelled ones report SKIPPED where there is no GPU
+#   4. tests      every test, counted as they finish; the gpu-labelled ones report SKIPPED where
+#                 there is no GPU
 #   5. tour       every chapter's demo and the summary table (docs/workshop.md)
 #
 # Usage: scripts/check_setup.sh [build folder]      (from anywhere; default: build/default, the
@@ -72,11 +73,28 @@ if ! cmake --build "$build" -j "$jobs" >"$logs/build.log" 2>&1; then
 fi
 echo "ok ($((SECONDS - start)) s)"
 
-# 4. Tests.
+# 4. Tests. A count of finished tests while they run (in place on a terminal; a line every 10
+# tests, and at the end, otherwise), so that a long step does not look like a hang.
 step 3 tests
 start=$SECONDS
-ctest --test-dir "$build" -j "$jobs" --output-on-failure >"$logs/tests.log" 2>&1
-tests_status=$?
+total=$(ctest --test-dir "$build" -N 2>/dev/null | grep -oE 'Total Tests: [0-9]+' | grep -oE '[0-9]+' || true)
+count_progress() {
+  local finished=0 failed=0
+  while IFS= read -r line; do
+    if [[ $line =~ Test\ +#[0-9]+:.*(Passed|Failed|\*\*\*|Not\ Run|Skipped) ]]; then
+      finished=$((finished + 1))
+      [[ $line =~ (\*\*\*Failed|\*\*\*Exception|\*\*\*Timeout|Not\ Run) ]] && failed=$((failed + 1))
+      if [ -t 1 ]; then
+        printf '\r[3/4] tests      %s of %s finished, %s failed ' "$finished" "${total:-?}" "$failed"
+      elif [ $((finished % 10)) -eq 0 ] || [ "$finished" = "${total:-}" ]; then
+        printf '\n                 %s of %s finished, %s failed' "$finished" "${total:-?}" "$failed"
+      fi
+    fi
+  done
+  if [ -t 1 ]; then printf '\r[3/4] tests      '; else printf '\n[3/4] tests      '; fi
+}
+ctest --test-dir "$build" -j "$jobs" --output-on-failure 2>&1 | tee "$logs/tests.log" | count_progress
+tests_status=${PIPESTATUS[0]}
 total=$(grep -oE 'out of [0-9]+' "$logs/tests.log" | tail -1 | grep -oE '[0-9]+')
 failed=$(grep -oE '[0-9]+ tests failed' "$logs/tests.log" | tail -1 | grep -oE '^[0-9]+')
 skipped=$(grep -cE '\(Skipped\)' "$logs/tests.log")
@@ -85,7 +103,7 @@ if [ "$tests_status" -ne 0 ] || [ -z "$total" ] || [ "${total:-0}" -eq 0 ]; then
   sed -n '/The following tests FAILED:/,/Errors while running/p' "$logs/tests.log" | grep -v "Errors while"
   not_ready "tests failed (listed above); a fresh checkout should pass them all."
 fi
-echo "ok: $((total - skipped)) passed, $skipped skipped (need a GPU), of $total ($((SECONDS - start)) s)"
+echo "ok: $((total - skipped)) passed, $skipped skipped (need a GPU), of $total ($((SECONDS - start)) s)                "
 
 # 5. The tour.
 step 4 tour

@@ -6,11 +6,13 @@
 //   own index arithmetic, for several shapes, causal and not, with batch 2 and 3 heads (so a wrong
 //   batch or head index shows), and its errors.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "catch.h"
@@ -50,37 +52,34 @@ constexpr double same_sum_tolerance = ch03::kSameSumBound;
 TEST_CASE("the worked example reproduces every figure of docs/03", "[ch03]") {
   const auto steps = ch03::trace_online_weighted_sum(example_scores, matrix(example_values, 1), 2);
   REQUIRE(steps.size() == 2);
-  auto near = [](double computed, double printed) {
-    INFO("computed " << computed << ", the worked example prints " << printed);
-    CHECK(std::fabs(computed - printed) <= four_places);
-  };
-
   const ch03::BlockStep& b1 = steps[0];
+  const ch03::BlockStep& b2 = steps[1];
   CHECK(b1.first == 0);
   CHECK(b1.count == 2);
-  near(b1.m_new, 3.0);
-  REQUIRE(b1.p.size() == 2);
-  near(b1.p[0], 0.1353);
-  near(b1.p[1], 1.0);
-  near(b1.l_block, 1.1353);
-  near(b1.acc_block[0], 21.3534);
-  near(b1.l, 1.1353);
-  near(b1.acc[0], 21.3534);
-  near(b1.output[0], 18.8080);
-
-  const ch03::BlockStep& b2 = steps[1];
   CHECK(b2.first == 2);
-  near(b2.m_old, 3.0);
-  near(b2.m_new, 5.0);
-  near(b2.rescale, 0.1353);
-  near(b2.l_carried, 0.1537);
-  near(b2.acc_carried[0], 2.8899);
-  near(b2.l_block, 1.0498);
-  near(b2.acc_block[0], 31.9915);
-  near(b2.l, 1.2034);
-  near(b2.acc[0], 34.8813);
-  near(b2.output[0], 28.9847);
-  near(ch03::weighted_sum_all_at_once(example_scores, matrix(example_values, 1))[0], 28.9847);
+  REQUIRE(b1.p.size() == 2);
+  // Every figure the worked example prints, to its four places.
+  const auto near = [](const char* what, double computed, double printed) {
+    INFO(what << ": computed " << computed << ", the worked example prints " << printed);
+    CHECK(std::fabs(computed - printed) <= four_places);
+  };
+  // What each block's line prints: m_new, its own l and acc, and the totals l, acc and acc / l.
+  const auto block = [&](const ch03::BlockStep& b, std::array<double, 6> printed) {
+    const std::array<double, 6> computed{b.m_new, b.l_block, b.acc_block[0], b.l, b.acc[0], b.output[0]};
+    for (std::size_t k = 0; k < 6; ++k) {
+      const std::string what = "the block from key " + std::to_string(b.first) + ", figure " + std::to_string(k + 1);
+      near(what.c_str(), computed[k], printed[k]);
+    }
+  };
+  block(b1, {3.0, 1.1353, 21.3534, 1.1353, 21.3534, 18.8080});
+  block(b2, {5.0, 1.0498, 31.9915, 1.2034, 34.8813, 28.9847});
+  near("block 1's weights p_0", b1.p[0], 0.1353);
+  near("block 1's weights p_1", b1.p[1], 1.0);
+  near("block 2's m_old", b2.m_old, 3.0);
+  near("block 2's rescale", b2.rescale, 0.1353);
+  near("block 2's l carried", b2.l_carried, 0.1537);
+  near("block 2's acc carried", b2.acc_carried[0], 2.8899);
+  near("all at once", ch03::weighted_sum_all_at_once(example_scores, matrix(example_values, 1))[0], 28.9847);
 }
 
 TEST_CASE("the worked example's output is 28.98474626", "[ch03]") {

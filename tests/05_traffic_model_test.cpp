@@ -18,17 +18,6 @@ namespace {
 
 using ch05::TrafficCase;
 
-// The message of the std::invalid_argument that f throws, or "" when it throws none.
-template <class F>
-std::string invalid_argument_of(F f) {
-  try {
-    f();
-  } catch (const std::invalid_argument& e) {
-    return e.what();
-  }
-  return "";
-}
-
 // An independent count, row by row, for any N: every row of Q is read once and every row of O
 // written once; each query block (counted as the rows r with r % Br == 0) reads all N rows of K and
 // of V. No tiles, no ceil: a different route to the same number.
@@ -149,7 +138,7 @@ TEST_CASE("the walks count a short last block exactly, for any seq_len", "[ch05]
     }
   }
   // Where Br does not divide N the closed form does not apply, and says so.
-  const std::string message = invalid_argument_of([] {
+  const std::string message = fa_test::message_of<std::invalid_argument>([] {
     ch05::fa2_bytes_closed_form(TrafficCase{1000, 64, 128, 128, 2, 4});
   });
   CHECK(message.find("not a multiple of Br") != std::string::npos);
@@ -257,9 +246,11 @@ TEST_CASE("bad sizes are refused with the field and the accepted range", "[ch05]
   for (const auto& [c, field] : bad) {
     INFO(field);
     for (const std::string& message :
-         {invalid_argument_of([&] { ch05::standard_attention_bytes(c); }),
-          invalid_argument_of([&] { ch05::floor_bytes(c); }), invalid_argument_of([&] { ch05::walk_fa2(c); }),
-          invalid_argument_of([&] { ch05::walk_fa1(c); }), invalid_argument_of([&] {
+         {fa_test::message_of<std::invalid_argument>([&] { ch05::standard_attention_bytes(c); }),
+          fa_test::message_of<std::invalid_argument>([&] { ch05::floor_bytes(c); }),
+          fa_test::message_of<std::invalid_argument>([&] { ch05::walk_fa2(c); }),
+          fa_test::message_of<std::invalid_argument>([&] { ch05::walk_fa1(c); }),
+          fa_test::message_of<std::invalid_argument>([&] {
             ch05::format_traffic_table(std::vector<TrafficCase>{good, c});
           })}) {
       CHECK(message.find(field) != std::string::npos);
@@ -267,6 +258,8 @@ TEST_CASE("bad sizes are refused with the field and the accepted range", "[ch05]
     }
   }
   // A walk of more than kMaxTiles tiles is refused before it starts, rather than running for minutes.
-  const std::string message = invalid_argument_of([] { ch05::walk_fa2(TrafficCase{1 << 20, 64, 16, 16, 2, 4}); });
+  const std::string message = fa_test::message_of<std::invalid_argument>([] {
+    ch05::walk_fa2(TrafficCase{1 << 20, 64, 16, 16, 2, 4});
+  });
   CHECK(message.find("65536 x 65536") != std::string::npos);
 }

@@ -4,11 +4,16 @@
 
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
+#include <limits>
+#include <span>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
+#include "catch.h"
 #include "common/device.h"
 #include "common/random.h"
 #include "common/tensor.h"
@@ -30,15 +35,8 @@ enum class Scores {
 };
 
 inline std::string to_string(Scores s) {
-  switch (s) {
-    case Scores::normal:
-      return "normal";
-    case Scores::large:
-      return "large";
-    case Scores::very_low:
-      return "very_low";
-  }
-  return "?";
+  constexpr const char* kNames[] = {"normal", "large", "very_low"};  // in the order of Scores
+  return kNames[static_cast<int>(s)];
 }
 
 // The (seq_len_q, seq_len_k) pairs the attention chapters' tests run (the shape list; 1000
@@ -87,16 +85,38 @@ inline AttentionInputs make_inputs(std::size_t batch, std::size_t heads, std::si
   return in;
 }
 
-// The message of the std::invalid_argument that f() throws, or "" when it throws none: what the
-// tests of a refused input check, e.g. that it names the value and what is accepted.
+// f() must throw std::invalid_argument with a message that holds every one of `parts` (e.g. the
+// value refused and the values accepted).
 template <class F>
-std::string invalid_argument_message(F&& f) {
-  try {
-    f();
-  } catch (const std::invalid_argument& e) {
-    return e.what();
+void check_refused(F&& f, std::initializer_list<std::string_view> parts) {
+  const std::string message = message_of<std::invalid_argument>(f);
+  INFO(message);
+  CHECK(!message.empty());
+  for (std::string_view part : parts) CHECK(message.find(part) != std::string::npos);
+}
+
+// The rows that see no key under the bottom-right causal mask, where seq_len_q > seq_len_k: rows
+// i < seq_len_q - seq_len_k give O = 0 and L = -inf; every other row's L is finite; nothing is NaN.
+// O: [batch, heads, seq_len_q, head_dim]; L: [batch, heads, seq_len_q]. `what` names the run.
+inline void check_rows_that_see_no_key(const fa::Tensor4<float>& O, std::span<const float> L, std::size_t seq_len_k,
+                                       const std::string& what) {
+  const fa::Shape4 s = O.shape;
+  const auto view = O.view();
+  for (std::size_t b = 0; b < s.batch; ++b) {
+    for (std::size_t h = 0; h < s.heads; ++h) {
+      for (std::size_t i = 0; i < s.seq_len; ++i) {
+        const float L_row = L[(b * s.heads + h) * s.seq_len + i];
+        const bool sees_none = i + seq_len_k < s.seq_len;
+        INFO(what << ", batch " << b << " head " << h << " row " << i << ": L = " << L_row);
+        REQUIRE(!std::isnan(L_row));
+        REQUIRE((sees_none ? L_row == -std::numeric_limits<float>::infinity() : std::isfinite(L_row)));
+        for (std::size_t d = 0; d < s.head_dim; ++d) {
+          REQUIRE(!std::isnan(view(b, h, i, d)));
+          if (sees_none) REQUIRE(view(b, h, i, d) == 0.0f);
+        }
+      }
+    }
   }
-  return "";
 }
 
 }  // namespace fa_test

@@ -8,6 +8,25 @@
 #include <catch2/catch.hpp>
 #endif
 
+#include <string>
+
+namespace fa_test {
+
+// The message of the Exception that f() throws, or "" when it throws none (so that the test's own
+// check of the message fails): what the tests of a refused input check, e.g. that it names the value
+// and what is accepted.
+template <class Exception, class F>
+std::string message_of(F&& f) {
+  try {
+    f();
+  } catch (const Exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace fa_test
+
 // FA_SKIP("why"): ends the current test case as skipped, saying why. Catch2 3.3 and newer report it
 // as skipped; Catch2 v2 has no skip, so there it ends the test case with a warning that says
 // "SKIPPED: why" (visible in the output), never silently.

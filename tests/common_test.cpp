@@ -8,7 +8,7 @@
 
 #include "catch.h"
 #include "common/attention_shapes.h"
-#include "common/cli.h"
+#include "common/chapter.h"
 #include "common/compare.h"
 #include "common/device.h"
 #include "common/memory.h"
@@ -153,11 +153,12 @@ TEST_CASE("number lists refuse empty lists and empty items, and keep inf and nan
 }
 
 TEST_CASE("a scale is accepted only where float32 holds it", "[common]") {
-  CHECK_NOTHROW(fa::cli::check_float32_scale("test", 0.125));
-  CHECK_NOTHROW(fa::cli::check_float32_scale("test", 0.0));
-  CHECK_NOTHROW(fa::cli::check_float32_scale("test", -3e38));
-  CHECK_THROWS_AS(fa::cli::check_float32_scale("test", 1e39), std::invalid_argument);
-  CHECK_THROWS_AS(fa::cli::check_float32_scale("test", std::nan("")), std::invalid_argument);
+  const fa::AttentionShape shape{1, 1, 4, 4, 8};
+  CHECK_NOTHROW(fa::device_problem("test", shape, 0.125, false));
+  CHECK_NOTHROW(fa::device_problem("test", shape, 0.0, false));
+  CHECK_NOTHROW(fa::device_problem("test", shape, -3e38, false));
+  CHECK_THROWS_AS(fa::device_problem("test", shape, 1e39, false), std::invalid_argument);
+  CHECK_THROWS_AS(fa::device_problem("test", shape, std::nan(""), false), std::invalid_argument);
 }
 
 TEST_CASE("a memory plan adds without wrapping and refuses what does not fit, with the figures", "[common]") {

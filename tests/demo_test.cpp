@@ -11,14 +11,15 @@
 
 #include <unistd.h>  // getpid
 
+#include <CLI/CLI.hpp>
+
 #include "catch.h"
-#include "common/cli.h"
+#include "common/chapter.h"
 #include "common/demo.h"
-#include "common/program.h"
 
 namespace {
 
-fa::demo::Check sample(std::string chapter, bool pass) {
+fa::Check sample(std::string chapter, bool pass) {
   return {std::move(chapter), "naive attention (cpu) vs ch03 in double", "O rel L2 4.1e-07", "1e-06", pass};
 }
 
@@ -51,10 +52,10 @@ TEST_CASE("paint adds escape codes only when asked to", "[common]") {
 }
 
 TEST_CASE("a summary line is five tab-separated fields and reads back as it was written", "[common]") {
-  const fa::demo::Check c = sample("04", false);
+  const fa::Check c = sample("04", false);
   const std::string line = fa::demo::summary_line(c);
   CHECK(line == "04\tnaive attention (cpu) vs ch03 in double\tO rel L2 4.1e-07\t1e-06\tFAIL");
-  const fa::demo::Check back = fa::demo::parse_summary_line(line, 1);
+  const fa::Check back = fa::demo::parse_summary_line(line, 1);
   CHECK(back.chapter == c.chapter);
   CHECK(back.checked == c.checked);
   CHECK(back.error == c.error);
@@ -64,10 +65,10 @@ TEST_CASE("a summary line is five tab-separated fields and reads back as it was 
 }
 
 TEST_CASE("summary lines refuse fields that would break them, and malformed lines", "[common]") {
-  fa::demo::Check tab = sample("04", true);
+  fa::Check tab = sample("04", true);
   tab.error = "O\trel L2";
   CHECK_THROWS_AS(fa::demo::summary_line(tab), std::invalid_argument);
-  fa::demo::Check newline = sample("04", true);
+  fa::Check newline = sample("04", true);
   newline.checked = "two\nlines";
   CHECK_THROWS_AS(fa::demo::summary_line(newline), std::invalid_argument);
   CHECK_THROWS_AS(fa::demo::summary_line(sample("", true)), std::invalid_argument);
@@ -89,7 +90,7 @@ TEST_CASE("append_summary adds lines that read_summary returns in order", "[comm
   const TempFile file;
   fa::demo::append_summary(file.path.string(), sample("01", true));
   fa::demo::append_summary(file.path.string(), sample("02", false));
-  const std::vector<fa::demo::Check> checks = fa::demo::read_summary(file.path.string());
+  const std::vector<fa::Check> checks = fa::demo::read_summary(file.path.string());
   REQUIRE(checks.size() == 2);
   CHECK(checks[0].chapter == "01");
   CHECK(checks[0].pass);
@@ -102,7 +103,7 @@ TEST_CASE("append_summary adds lines that read_summary returns in order", "[comm
 }
 
 TEST_CASE("the summary table lines up its columns and counts the checks that passed", "[common]") {
-  std::vector<fa::demo::Check> checks{sample("01", true), sample("02", false)};
+  std::vector<fa::Check> checks{sample("01", true), sample("02", false)};
   checks[0].checked = "a much longer description of what chapter 01 checked";
   const std::string table = fa::demo::summary_table(checks, false);
   CHECK(table.find("1 of 2 checks passed") != std::string::npos);
@@ -122,19 +123,20 @@ TEST_CASE("the summary table lines up its columns and counts the checks that pas
   CHECK(fa::demo::summary_table({}, false).find("0 of 0 checks passed") != std::string::npos);
 }
 
-TEST_CASE("a demo's exit status: 0 for PASS, 1 for FAIL or an error, 2 for a refused flag", "[common]") {
-  auto run = [](std::vector<std::string> args, std::function<std::optional<fa::demo::Check>()> body) {
-    fa::demo::Program program("test");
-    std::size_t n = 1;
+TEST_CASE("a demo's exit status: 0 for PASS, 1 for FAIL or an error, 2 for a refusal before any work", "[common]") {
+  auto run = [](std::vector<std::string> args, std::function<std::optional<fa::Check>()> body) {
+    fa::Program program(4, "test");
+    std::uint64_t n = 1;
     fa::cli::add_size(program.app(), "--n", n, "a size");
     std::vector<char*> argv{const_cast<char*>("demo")};
     for (auto& a : args) argv.push_back(a.data());
-    return program.run(static_cast<int>(argv.size()), argv.data(), body);
+    return program.run(
+        static_cast<int>(argv.size()), argv.data(), [](fa::Plan&) { return std::optional<fa::Banner>(); }, body);
   };
   CHECK(run({}, [] { return sample("04", true); }) == 0);
   CHECK(run({}, [] { return sample("04", false); }) == 1);  // FAIL exits with status 1
-  CHECK(run({}, [] { return std::optional<fa::demo::Check>(); }) == 0);
-  CHECK(run({}, []() -> std::optional<fa::demo::Check> { throw std::runtime_error("boom"); }) == 1);
+  CHECK(run({}, [] { return std::optional<fa::Check>(); }) == 0);
+  CHECK(run({}, []() -> std::optional<fa::Check> { throw std::runtime_error("boom"); }) == 1);
   CHECK(run({"--n", "0"}, [] { return sample("04", true); }) == 2);
   CHECK(run({"--n", "-1"}, [] { return sample("04", true); }) == 2);
   // --summary appends the check, and a FAIL is written as FAIL.
@@ -145,8 +147,74 @@ TEST_CASE("a demo's exit status: 0 for PASS, 1 for FAIL or an error, 2 for a ref
   CHECK_FALSE(checks[0].pass);
 }
 
+TEST_CASE("a bound that is infinite or NaN bounds nothing: the check fails", "[common]") {
+  CHECK(fa::within(1e-7, 1e-6));
+  CHECK_FALSE(fa::within(1e-7, std::numeric_limits<double>::infinity()));
+  CHECK_FALSE(fa::within(0.0, std::numeric_limits<double>::quiet_NaN()));
+  CHECK_FALSE(fa::within(std::numeric_limits<double>::quiet_NaN(), 1.0));
+  const auto same = fa::compare(std::vector<double>{1.0, 2.0}, std::vector<double>{1.0, 2.0});
+  CHECK(fa::within(same, 1e-6));
+  CHECK_FALSE(fa::within(same, std::numeric_limits<double>::infinity()));
+  CHECK(fa::bound_text(std::numeric_limits<double>::infinity()) == "inf (no bound)");
+  CHECK(fa::bound_text(1e-6) == "1e-06");
+}
+
+TEST_CASE("NaN from finite inputs is an overflow, a FAIL; NaN from NaN inputs is propagation", "[common]") {
+  const std::vector<float> finite{1.0f, 2.0f}, with_nan{1.0f, std::numeric_limits<float>::quiet_NaN()};
+  CHECK(fa::report_overflow("O", with_nan, {finite, finite}));
+  CHECK_FALSE(fa::report_overflow("O", with_nan, {with_nan, finite}));
+  CHECK_FALSE(fa::report_overflow("O", finite, {finite}));
+}
+
+namespace {
+
+// Runs a Program with one output --out and one input file --in (a Plan input), the given flags and
+// work; returns the exit status.
+int run_with_files(std::vector<std::string> args, const std::function<std::optional<fa::Check>(fa::Output&)>& work) {
+  fa::Program program(4, "test");
+  fa::Output& out = program.add_output("--out", "O");
+  std::string input;
+  program.app().add_option("--in", input, "an input file");
+  std::vector<char*> argv{const_cast<char*>("demo")};
+  for (auto& a : args) argv.push_back(a.data());
+  const auto before_work = [&](fa::Plan& plan) -> std::optional<fa::Banner> {
+    if (!input.empty()) plan.add_input("--in", input);
+    return std::nullopt;
+  };
+  return program.run(static_cast<int>(argv.size()), argv.data(), before_work, [&] { return work(out); });
+}
+
+}  // namespace
+
+TEST_CASE("the front door checks every file before the work and writes the outputs after it", "[common]") {
+  const TempFile file;  // its path, for a .npy output here
+  const std::string out = file.path.string() + ".npy";
+  std::filesystem::remove(out);
+  bool worked = false;
+  const auto work = [&](fa::Output& o) -> std::optional<fa::Check> {
+    worked = true;
+    o.write(fa::Tensor4<float>(fa::Shape4{1, 1, 1, 2}, std::vector<float>{1.0f, 2.0f}));
+    return sample("04", true);
+  };
+  // Refused before the work (status 2, nothing done): an output that is an input, an empty path,
+  // --summary in a folder that does not exist, an output in one.
+  CHECK(run_with_files({"--out", out, "--in", out}, work) == 2);
+  CHECK(run_with_files({"--out", ""}, work) == 2);
+  CHECK(run_with_files({"--summary", out + "/no-such-folder/s.tsv"}, work) == 2);
+  CHECK(run_with_files({"--out", out + ".d/o.npy"}, work) == 2);
+  CHECK_FALSE(worked);
+  CHECK_FALSE(std::filesystem::exists(out));
+  // Accepted: the work runs, and the output is written after it.
+  CHECK(run_with_files({"--out", out}, work) == 0);
+  CHECK(worked);
+  CHECK(std::filesystem::exists(out));
+  std::filesystem::remove(out);
+  // An output the work did not hand over is an error of the run (status 1).
+  CHECK(run_with_files({"--out", out}, [](fa::Output&) { return sample("04", true); }) == 1);
+}
+
 TEST_CASE("the verdict's error field counts NaN", "[common]") {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   const auto err = fa::compare(std::vector<double>{nan, 1.0}, std::vector<double>{nan, 1.0});
-  CHECK(fa::demo::error_field("O", err) == "O rel L2 0, 1 NaN, all where the reference has them too");
+  CHECK(fa::error_field("O", err) == "O rel L2 0, 1 NaN, all where the reference has them too");
 }

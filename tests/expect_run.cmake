@@ -1,11 +1,14 @@
 # Runs one program and checks what a reader would see: its exit status and a pattern in its output.
 #
 #   cmake -DCOMMAND="prog|--flag|value" -DSTATUS=2 -DPATTERN="regex" [-DABSENT="regex"]
-#         [-DSECONDS=10] -P expect_run.cmake
+#         [-DSECONDS=10] [-DNO_FILES="glob"] -P expect_run.cmake
 #
-# COMMAND is the program and its arguments joined by '|' (no argument may be empty or hold '|'). Fails unless the exit status is STATUS,
-# the standard output and error together match PATTERN, do not match ABSENT (when given), and the
-# program ends within SECONDS (default 60): a refusal that comes only after the work is a failure.
+# COMMAND is the program and its arguments joined by '|' (no argument may be empty or hold '|';
+# give an empty value as --flag=). Fails unless the exit status is STATUS, the standard output and
+# error together match PATTERN, do not match ABSENT (when given), the program ends within SECONDS
+# (default 60: a refusal that comes only after the work is a failure), and, after it, no file
+# matches NO_FILES (when given: an output that must not have been written, a temporary file that
+# must have been removed).
 if(NOT DEFINED SECONDS)
   set(SECONDS 60)
 endif()
@@ -21,5 +24,11 @@ if(NOT all MATCHES "${PATTERN}")
 endif()
 if(DEFINED ABSENT AND all MATCHES "${ABSENT}")
   message(FATAL_ERROR "the output matches '${ABSENT}', which it must not\n--- output ---\n${all}")
+endif()
+if(DEFINED NO_FILES)
+  file(GLOB left ${NO_FILES})
+  if(left)
+    message(FATAL_ERROR "these files exist, which must not: ${left}\n--- output ---\n${all}")
+  endif()
 endif()
 message(STATUS "ok: status ${status}, output matches '${PATTERN}'")

@@ -17,12 +17,16 @@
 
 #include <fmt/format.h>
 
+#include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "catch.h"
 #include "common/npy.h"
 #include "common/random.h"
+#include "common/temporary_file.h"
 #include "common/tensor.h"
 
 namespace {
@@ -58,17 +62,6 @@ const std::string kNumpyDict = "{'descr': '<f4', 'fortran_order': False, 'shape'
 fa::Tensor4<float> read_bytes(const std::string& bytes) {
   std::istringstream in(bytes);
   return fa::read_npy_f32_4d(in, "q.npy");
-}
-
-// The message of the std::runtime_error that f() throws, or "" if none.
-template <class F>
-std::string message_of(F f) {
-  try {
-    f();
-  } catch (const std::runtime_error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 // The message of the std::runtime_error that reading these bytes as "q.npy" throws, or "" if none.
@@ -165,12 +158,14 @@ TEST_CASE("float16 files read as float32, exactly, where a reader asks for them"
   CHECK(fa::read_npy_f32_or_f16_4d(f4, "q.npy").values[119] == 119.5f);
   // A short float16 file names its type and sizes; another dtype names both accepted ones.
   std::istringstream short_file(npy_file(1, "{'descr': '<f2', 'fortran_order': False, 'shape': (1, 1, 2, 4), }", data));
-  CHECK(message_of([&] {
+  CHECK(fa_test::message_of<std::runtime_error>([&] {
           fa::read_npy_f32_or_f16_4d(short_file, "q.npy");
         }).find("needs 16 bytes of float16 values but the file holds only 12") != std::string::npos);
   std::istringstream f8(
       npy_file(1, "{'descr': '<f8', 'fortran_order': False, 'shape': (1, 1, 1, 1), }", std::string(8, '\0')));
-  CHECK(message_of([&] { fa::read_npy_f32_or_f16_4d(f8, "q.npy"); }).find("or '<f2' (float16") != std::string::npos);
+  CHECK(fa_test::message_of<std::runtime_error>([&] {
+          fa::read_npy_f32_or_f16_4d(f8, "q.npy");
+        }).find("or '<f2' (float16") != std::string::npos);
 }
 
 TEST_CASE("the header may order its keys, space and quote in any legal way", "[common]") {
@@ -296,20 +291,29 @@ TEST_CASE("data that does not match the shape is refused with both sizes", "[com
 TEST_CASE("missing, unreadable and unwritable paths are refused with the path", "[common]") {
   TempDir dir;
   const std::string missing = dir.file("missing.npy");
-  CHECK(message_of([&] { fa::read_npy_f32_4d(missing); }).find(missing + ": cannot open for reading") == 0);
-  CHECK(message_of([&] { fa::read_npy_f32_4d(dir.path.string()); }).find("is a directory") != std::string::npos);
+  CHECK(fa_test::message_of<std::runtime_error>([&] {
+          fa::read_npy_f32_4d(missing);
+        }).find(missing + ": cannot open for reading") == 0);
+  CHECK(fa_test::message_of<std::runtime_error>([&] {
+          fa::read_npy_f32_4d(dir.path.string());
+        }).find("is a directory") != std::string::npos);
   const std::string nowhere = dir.file("no/such/folder/o.npy");
-  CHECK(message_of([&] {
+  CHECK(fa_test::message_of<std::runtime_error>([&] {
           fa::write_npy_f32(nowhere, fa::Tensor4<float>(fa::Shape4{1, 1, 1, 1}));
         }).find(nowhere + ": the folder") == 0);
-  CHECK(message_of([&] { fa::check_output_path(nowhere); }).find("does not exist") != std::string::npos);
-  CHECK(message_of([&] { fa::check_output_path(dir.path.string()); }).find("is a directory") != std::string::npos);
-  CHECK(message_of([&] { fa::check_output_path(dir.file("fine.npy")); }).empty());
+  CHECK(fa_test::message_of<std::runtime_error>([&] { fa::check_output_path(nowhere); }).find("does not exist") !=
+        std::string::npos);
+  CHECK(fa_test::message_of<std::runtime_error>([&] {
+          fa::check_output_path(dir.path.string());
+        }).find("is a directory") != std::string::npos);
+  CHECK(fa_test::message_of<std::runtime_error>([&] { fa::check_output_path(dir.file("fine.npy")); }).empty());
   // Files on disk go through the same checks as streams.
   const std::string f8 = dir.file("k.npy");
   std::ofstream(f8, std::ios::binary) << npy_file(
       1, "{'descr': '<f8', 'fortran_order': False, 'shape': (1, 1, 1, 1), }", std::string(8, '\0'));
-  CHECK(message_of([&] { fa::read_npy_f32_4d(f8); }).find(f8 + ": dtype '<f8' is not supported") == 0);
+  CHECK(fa_test::message_of<std::runtime_error>([&] {
+          fa::read_npy_f32_4d(f8);
+        }).find(f8 + ": dtype '<f8' is not supported") == 0);
 }
 
 TEST_CASE("a FIFO or a device is refused by name instead of waiting for a writer", "[common]") {
@@ -371,7 +375,8 @@ TEST_CASE("a write that fails part way leaves the earlier file whole and no part
   }
   REQUIRE(setrlimit(RLIMIT_FSIZE, &old) == 0);
   INFO(message);
-  CHECK(message.find(path + ": write error") == 0);
+  // The cause named as what it is: the file-size limit (EFBIG), not a full disk.
+  CHECK(message.find(path + ": the file-size limit of this process stops the write") == 0);
   CHECK(std::filesystem::file_size(path) == before);
   CHECK(fa::read_npy_f32_4d(path).values == small.values);
   std::size_t files = 0;
@@ -406,4 +411,58 @@ TEST_CASE("every truncation and random damage of a good file is refused or read,
   // Most damage is caught, and damage to the padding spaces is harmless; both must occur.
   CHECK(refused > 0);
   CHECK(read > 0);
+}
+
+TEST_CASE("files are written together: when one cannot be, none is, and the earlier ones stay", "[common]") {
+  TempDir dir;
+  const std::string first = dir.file("dq.npy"), second = dir.file("dk.npy");
+  const fa::Tensor4<float> old_values(fa::Shape4{1, 1, 2, 2}, fa::normal<float>(4, 1));
+  fa::write_npy_f32(first, old_values);
+  const fa::Tensor4<float> new_values(fa::Shape4{1, 1, 3, 2}, fa::normal<float>(6, 2));
+  // The second path's folder does not exist: refused before anything is written.
+  const fa::NpyFile refused[] = {{first, &new_values}, {dir.file("no-such-folder/dv.npy"), &new_values}};
+  CHECK_THROWS_AS(fa::write_npy_f32_files(refused), std::runtime_error);
+  CHECK(fa::read_npy_f32_4d(first).values == old_values.values);
+  // Both can be written: both are, each whole.
+  const fa::NpyFile both[] = {{first, &new_values}, {second, &old_values}};
+  fa::write_npy_f32_files(both);
+  CHECK(fa::read_npy_f32_4d(first).values == new_values.values);
+  CHECK(fa::read_npy_f32_4d(second).values == old_values.values);
+  std::size_t files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path)) files += entry.is_regular_file();
+  CHECK(files == 2);  // no temporary file left
+}
+
+TEST_CASE("a temporary file is removed when SIGINT or SIGTERM ends the process", "[common]") {
+  for (const int signal_number : {SIGINT, SIGTERM}) {
+    TempDir dir;
+    const std::string path = dir.file("big.npy");
+    int ready[2];
+    REQUIRE(pipe(ready) == 0);
+    const pid_t child = fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {  // the child: a file half written, then it waits to be interrupted
+      fa::TemporaryFile temporary(path);
+      const char byte = 'x';
+      if (write(temporary.fd(), &byte, 1) != 1) _exit(3);
+      if (write(ready[1], &byte, 1) != 1) _exit(4);  // "the temporary file exists"
+      for (;;) pause();
+    }
+    char byte = 0;
+    REQUIRE(read(ready[0], &byte, 1) == 1);
+    close(ready[0]);
+    close(ready[1]);
+    std::size_t before = 0;
+    for (const auto& entry : std::filesystem::directory_iterator(dir.path)) before += entry.is_regular_file();
+    CHECK(before == 1);  // the temporary file, beside where big.npy will be
+    REQUIRE(kill(child, signal_number) == 0);
+    int status = 0;
+    REQUIRE(waitpid(child, &status, 0) == child);
+    // The process ended by the signal, as it would have without the handler, and left nothing.
+    CHECK(WIFSIGNALED(status));
+    CHECK(WTERMSIG(status) == signal_number);
+    std::size_t after = 0;
+    for (const auto& entry : std::filesystem::directory_iterator(dir.path)) after += entry.is_regular_file();
+    CHECK(after == 0);
+  }
 }

@@ -32,16 +32,7 @@ TEST_CASE("on the GPU mma m16n8k16 with the PTX fragments gives the exact A B + 
   const std::vector<MmaProblem> problems{mma_problem(0), mma_problem(1), mma_problem(2), mma_problem(3)};
   const MmaFragments f = mma_fragments_of(problems, bf16);
   const auto d = gpu::mma_fragments(bf16, f.a, f.b, f.c);
-  for (std::size_t w = 0; w < problems.size(); ++w) {
-    const auto D = problems[w].D();
-    for (unsigned r = 0; r < 16; ++r) {
-      for (unsigned n = 0; n < 8; ++n) {
-        const Slot slot = c_slot(r, n);
-        INFO((bf16 ? "bf16" : "f16") << ", warp " << w << ", D[" << r << "][" << n << "]");
-        CHECK(d[(32 * w + slot.lane) * 4 + slot.reg] == D[r][n]);  // integers: exact in any order
-      }
-    }
-  }
+  check_mma_result(d, problems, bf16 ? "bf16, GPU" : "f16, GPU");
   CHECK(d == cpu::mma_fragments(bf16, f.a, f.b, f.c));
 }
 

@@ -21,7 +21,10 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <string>
 #include <vector>
+
+#include "catch.h"
 
 namespace simt_tensor_test {
 
@@ -156,6 +159,24 @@ inline MmaFragments mma_fragments_of(const std::vector<MmaProblem>& problems, bo
     }
   }
   return f;
+}
+
+// Checks d, the D fragments of mma_fragments for `problems` (one warp each, 4 floats per lane), against
+// each problem's exact D = A B + C, element by element through the PTX C/D layout. The products and
+// sums are integers below 2^24: exact in float32 whatever the order. `context` names the run.
+inline void check_mma_result(const std::vector<float>& d, const std::vector<MmaProblem>& problems,
+                             const std::string& context) {
+  for (std::size_t w = 0; w < problems.size(); ++w) {
+    const auto D = problems[w].D();
+    for (unsigned r = 0; r < 16; ++r) {
+      for (unsigned n = 0; n < 8; ++n) {
+        const Slot slot = c_slot(r, n);
+        INFO(context << ", warp " << w << ", D[" << r << "][" << n << "] (lane " << slot.lane << ", d[" << slot.reg
+                     << "])");
+        CHECK(d[(32 * w + slot.lane) * 4 + slot.reg] == D[r][n]);
+      }
+    }
+  }
 }
 
 // The element of a 32-row tile of 8 b16 values: its row in the high byte, its column in the low.

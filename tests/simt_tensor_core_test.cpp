@@ -15,10 +15,7 @@
 namespace {
 
 using namespace simt_tensor_test;
-using simt_test::all_schedules;
-using simt_test::contains;
-using simt_test::ControlsGuard;
-using simt_test::runtime_error_of;
+using namespace simt_test;  // ControlsGuard, for_each_schedule, launch_error, check_mentions, ...
 
 std::vector<std::uint32_t> words(std::size_t n, std::uint32_t first) {
   std::vector<std::uint32_t> w(n);
@@ -35,19 +32,8 @@ TEST_CASE("mma m16n8k16 with the PTX fragments gives the exact A B + C, bf16 and
   const MmaFragments f = mma_fragments_of(problems, bf16);
   for (const auto& s : all_schedules) {
     simt::set_schedule(s.schedule, s.seed);
-    const auto d = cpu::mma_fragments(bf16, f.a, f.b, f.c);
-    for (std::size_t w = 0; w < problems.size(); ++w) {
-      const auto D = problems[w].D();
-      for (unsigned r = 0; r < 16; ++r) {
-        for (unsigned n = 0; n < 8; ++n) {
-          const Slot slot = c_slot(r, n);
-          INFO((bf16 ? "bf16" : "f16") << ", warp " << w << ", D[" << r << "][" << n << "] (lane " << slot.lane
-                                       << ", d[" << slot.reg << "]), schedule " << name(s));
-          // Integer products and sums below 2^24: exact in float32, whatever the order.
-          CHECK(d[(32 * w + slot.lane) * 4 + slot.reg] == D[r][n]);
-        }
-      }
-    }
+    check_mma_result(cpu::mma_fragments(bf16, f.a, f.b, f.c), problems,
+                     std::string(bf16 ? "bf16" : "f16") + ", schedule " + name(s));
   }
 }
 
@@ -137,20 +123,19 @@ TEST_CASE("bf16 and f16 round to nearest even, keep NaN, overflow to inf, keep f
     const RoundingCase& c = rounding_cases[i];
     INFO(c.what << std::hex << ": float 0x" << c.float_bits << " gave bf16 0x" << k.bf16_bits[i] << ", f16 0x"
                 << k.f16_bits[i]);
-    if (c.bf16 == nan16) {
-      CHECK(is_nan16_bf16(k.bf16_bits[i]));
-      CHECK(std::isnan(k.bf16_back[i]));
-    } else {
-      CHECK(k.bf16_bits[i] == c.bf16);
-      CHECK(std::bit_cast<std::uint32_t>(k.bf16_back[i]) == std::bit_cast<std::uint32_t>(bf16_value(c.bf16)));
-    }
-    if (c.f16 == nan16) {
-      CHECK(is_nan16_f16(k.f16_bits[i]));
-      CHECK(std::isnan(k.f16_back[i]));
-    } else {
-      CHECK(k.f16_bits[i] == c.f16);
-      CHECK(std::bit_cast<std::uint32_t>(k.f16_back[i]) == std::bit_cast<std::uint32_t>(f16_value(c.f16)));
-    }
+    // One type: a NaN expected must come out a NaN (any of them), anything else bit for bit, and back
+    // to float exactly.
+    const auto check = [&](std::uint16_t expected, std::uint16_t got, bool got_nan, float back, float exact_back) {
+      if (expected == nan16) {
+        CHECK(got_nan);
+        CHECK(std::isnan(back));
+      } else {
+        CHECK(got == expected);
+        CHECK(std::bit_cast<std::uint32_t>(back) == std::bit_cast<std::uint32_t>(exact_back));
+      }
+    };
+    check(c.bf16, k.bf16_bits[i], is_nan16_bf16(k.bf16_bits[i]), k.bf16_back[i], bf16_value(c.bf16));
+    check(c.f16, k.f16_bits[i], is_nan16_f16(k.f16_bits[i]), k.f16_back[i], f16_value(c.f16));
   }
 }
 
@@ -176,9 +161,7 @@ TEST_CASE("cp.async lands in shared memory only at cp_async_wait_group, and zero
   ControlsGuard guard;
   const unsigned threads = 64;
   const auto src = words(4 * threads, 0x10203040u);
-  for (const auto& s : all_schedules) {
-    simt::set_schedule(s.schedule, s.seed);
-    INFO("schedule " << name(s));
+  for_each_schedule([&] {
     const auto run = cpu::async_copy(src, threads, true);
     // Before the wait the slot still holds what the block started with (0xff bytes).
     for (std::uint32_t w : run.before_wait) CHECK(w == 0xffffffffu);
@@ -189,16 +172,14 @@ TEST_CASE("cp.async lands in shared memory only at cp_async_wait_group, and zero
     const auto zero = cpu::async_copy(src, threads, false);
     for (std::uint32_t w : zero.after_wait) CHECK(w == 0u);
     for (std::uint32_t w : zero.neighbour) CHECK(w == 0u);
-  }
+  });
 }
 
 TEST_CASE("cp_async_wait_group<1> completes all groups but the newest", "[simt]") {
   ControlsGuard guard;
   const unsigned threads = 32;
   const auto src = words(8 * threads, 0x01000000u);
-  for (const auto& s : all_schedules) {
-    simt::set_schedule(s.schedule, s.seed);
-    INFO("schedule " << name(s));
+  for_each_schedule([&] {
     const auto run = cpu::async_copy_two_groups(src, threads);
     for (unsigned t = 0; t < threads; ++t) {
       for (unsigned i = 0; i < 4; ++i) {
@@ -207,7 +188,7 @@ TEST_CASE("cp_async_wait_group<1> completes all groups but the newest", "[simt]"
         CHECK(run.second_after_wait0[4 * t + i] == src[8 * t + 4 + i]);
       }
     }
-  }
+  });
 }
 
 // On a GPU this kernel races; on the CPU the copies are still in flight at the read, under every
@@ -216,55 +197,33 @@ TEST_CASE("a __syncthreads() without cp_async_wait_group reads the old contents"
   ControlsGuard guard;
   const unsigned threads = 64;
   const auto src = words(4 * threads, 0x0a0b0c0du);
-  for (const auto& s : all_schedules) {
-    simt::set_schedule(s.schedule, s.seed);
-    INFO("schedule " << name(s));
+  for_each_schedule([&] {
     for (std::uint32_t w : cpu::async_copy_barrier_only(src, threads)) CHECK(w == 0xffffffffu);
-  }
+  });
 }
 
 TEST_CASE("mma called at two places by the two halves of a warp is reported with each lane's place", "[simt]") {
-  ControlsGuard guard;
-  simt::DeviceBuffer<float> out(64);
-  const auto message =
-      runtime_error_of([&] { simt::launch<cpu::mma_two_places_kernel>(dim3(1), dim3(64), 0, out.data()); });
-  INFO(message);
-  CHECK(contains(message, "mma_two_places_kernel"));
-  CHECK(contains(message, "block (0, 0, 0)"));
-  CHECK(contains(message, "the lanes of warp 0 wait at different warp-collective instructions"));
-  CHECK(contains(message, "lanes 0-15 at mma_m16n8k16_bf16 (tests/simt_tensor_core_kernels.cuh:"));
-  CHECK(contains(message, "lanes 16-31 at mma_m16n8k16_bf16 (tests/simt_tensor_core_kernels.cuh:"));
+  const auto message = launch_error<cpu::mma_two_places_kernel>(64);
+  check_mentions(message, {"mma_two_places_kernel", "block (0, 0, 0)",
+                           "the lanes of warp 0 wait at different warp-collective instructions",
+                           "lanes 0-15 at mma_m16n8k16_bf16 (tests/simt_tensor_core_kernels.cuh:",
+                           "lanes 16-31 at mma_m16n8k16_bf16 (tests/simt_tensor_core_kernels.cuh:"});
 }
 
 TEST_CASE("mma that half a warp skips for a barrier is reported, not a hang", "[simt]") {
-  ControlsGuard guard;
-  simt::DeviceBuffer<float> out(32);
-  const auto message =
-      runtime_error_of([&] { simt::launch<cpu::mma_and_barrier_kernel>(dim3(1), dim3(32), 0, out.data()); });
-  INFO(message);
-  CHECK(contains(message, "16 of the 32 lanes of warp 0 wait at a warp-collective instruction"));
-  CHECK(contains(message, "lanes 0-15 at mma_m16n8k16_f16"));
-  CHECK(contains(message, "lanes 16-31 at __syncthreads()"));
+  const auto message = launch_error<cpu::mma_and_barrier_kernel>(32);
+  check_mentions(message, {"16 of the 32 lanes of warp 0 wait at a warp-collective instruction",
+                           "lanes 0-15 at mma_m16n8k16_f16", "lanes 16-31 at __syncthreads()"});
 }
 
 TEST_CASE("mma after some lanes have returned is reported", "[simt]") {
-  ControlsGuard guard;
-  simt::DeviceBuffer<float> out(32);
-  const auto message =
-      runtime_error_of([&] { simt::launch<cpu::mma_after_return_kernel>(dim3(1), dim3(32), 0, out.data()); });
-  INFO(message);
-  CHECK(contains(message, "24 of the 32 lanes of warp 0"));
-  CHECK(contains(message, "lanes 24-31 exited (returned from the kernel)"));
+  const auto message = launch_error<cpu::mma_after_return_kernel>(32);
+  check_mentions(message, {"24 of the 32 lanes of warp 0", "lanes 24-31 exited (returned from the kernel)"});
 }
 
 TEST_CASE("mma in a block that is not whole warps is an error, not a hang", "[simt]") {
-  ControlsGuard guard;
-  simt::DeviceBuffer<float> out(48);
-  const auto message =
-      runtime_error_of([&] { simt::launch<cpu::mma_any_block_kernel>(dim3(1), dim3(48), 0, out.data()); });
-  INFO(message);
-  CHECK(contains(message, "in a block of 48 threads"));
-  CHECK(contains(message, "must be a multiple of 32"));
+  const auto message = launch_error<cpu::mma_any_block_kernel>(48);
+  check_mentions(message, {"in a block of 48 threads", "must be a multiple of 32"});
 }
 
 TEST_CASE("ldmatrix row addresses outside shared memory or misaligned are reported with lane and address", "[simt]") {
@@ -274,18 +233,14 @@ TEST_CASE("ldmatrix row addresses outside shared memory or misaligned are report
   const auto outside = runtime_error_of([&] {
     simt::launch<cpu::ldmatrix_bad_address_kernel>(dim3(1), dim3(32), 0, global.data(), 3u, false, out.data());
   });
-  INFO(outside);
-  CHECK(contains(outside, "ldmatrix_x4 (tests/simt_tensor_core_kernels.cuh:"));
-  CHECK(contains(outside, "lane 3 of warp 0 gives row address 0x"));
-  CHECK(contains(outside, "which is not 16 bytes of this block's shared memory"));
+  check_mentions(outside, {"ldmatrix_x4 (tests/simt_tensor_core_kernels.cuh:", "lane 3 of warp 0 gives row address 0x",
+                           "which is not 16 bytes of this block's shared memory"});
 
   // A row of the static __shared__ tile, 4 bytes on: shared memory, but not 16-byte aligned.
   const auto misaligned = runtime_error_of([&] {
     simt::launch<cpu::ldmatrix_bad_address_kernel>(dim3(1), dim3(32), 0, global.data(), 5u, true, out.data());
   });
-  INFO(misaligned);
-  CHECK(contains(misaligned, "lane 5 of warp 0 gives row address 0x"));
-  CHECK(contains(misaligned, "which is not 16-byte aligned"));
+  check_mentions(misaligned, {"lane 5 of warp 0 gives row address 0x", "which is not 16-byte aligned"});
 }
 
 TEST_CASE("ldmatrix x4 and x4.trans called by the two halves of a warp is reported", "[simt]") {
@@ -293,9 +248,7 @@ TEST_CASE("ldmatrix x4 and x4.trans called by the two halves of a warp is report
   simt::DeviceBuffer<std::uint32_t> out(32);
   const auto message =
       runtime_error_of([&] { simt::launch<cpu::ldmatrix_mixed_kernel>(dim3(1), dim3(32), 0, out.data()); });
-  INFO(message);
-  CHECK(contains(message, "lanes 0-15 at ldmatrix_x4 ("));
-  CHECK(contains(message, "lanes 16-31 at ldmatrix_x4_trans ("));
+  check_mentions(message, {"lanes 0-15 at ldmatrix_x4 (", "lanes 16-31 at ldmatrix_x4_trans ("});
 }
 
 TEST_CASE("cp_async_16 with a destination outside shared memory, past its end, or misaligned is reported", "[simt]") {
@@ -307,30 +260,21 @@ TEST_CASE("cp_async_16 with a destination outside shared memory, past its end, o
     });
   };
   const auto not_shared = launch(0);
-  INFO(not_shared);
-  CHECK(contains(not_shared, "cp_async_16 (tests/simt_tensor_core_kernels.cuh:"));
-  CHECK(contains(not_shared, "lane 0 of warp 0 gives shared destination 0x"));
-  CHECK(contains(not_shared, "which is not 16 bytes of this block's shared memory"));
+  check_mentions(not_shared,
+                 {"cp_async_16 (tests/simt_tensor_core_kernels.cuh:", "lane 0 of warp 0 gives shared destination 0x",
+                  "which is not 16 bytes of this block's shared memory"});
   const auto source = launch(1);
-  INFO(source);
-  CHECK(contains(source, "gives global source 0x"));
-  CHECK(contains(source, "which is not 16-byte aligned"));
+  check_mentions(source, {"gives global source 0x", "which is not 16-byte aligned"});
   const auto destination = launch(2);
-  INFO(destination);
-  CHECK(contains(destination, "gives shared destination 0x"));
-  CHECK(contains(destination, "which is not 16-byte aligned"));
+  check_mentions(destination, {"gives shared destination 0x", "which is not 16-byte aligned"});
   const auto past_the_end = launch(3);
-  INFO(past_the_end);
-  CHECK(contains(past_the_end, "which is not 16 bytes of this block's shared memory"));
-  CHECK(contains(past_the_end, " + 24 bytes"));
+  check_mentions(past_the_end, {"which is not 16 bytes of this block's shared memory", " + 24 bytes"});
 }
 
 TEST_CASE("__syncwarp with a partial mask is an error on the CPU", "[simt]") {
   ControlsGuard guard;
   const auto message = runtime_error_of([&] { simt::launch<cpu::syncwarp_half_mask_kernel>(dim3(1), dim3(32), 0); });
-  INFO(message);
-  CHECK(contains(message, "__syncwarp"));
-  CHECK(contains(message, "use the full mask 0xffffffff"));
+  check_mentions(message, {"__syncwarp", "use the full mask 0xffffffff"});
 }
 
 TEST_CASE("the tensor-core instructions outside a kernel are errors", "[simt]") {

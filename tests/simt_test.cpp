@@ -23,8 +23,11 @@ namespace {
 using simt::Schedule;
 using simt_test::all_schedules;
 using simt_test::butterfly_sums;
+using simt_test::check_mentions;
 using simt_test::contains;
 using simt_test::ControlsGuard;
+using simt_test::for_each_schedule;
+using simt_test::launch_error;
 using simt_test::runtime_error_of;
 using simt_test::same_bits;
 using simt_test::tree_sums;
@@ -51,11 +54,9 @@ TEST_CASE("a warp reduction through __shfl_xor_sync equals the same butterfly on
   ControlsGuard guard;
   const auto in = random_floats(512, 7);
   const auto expected = butterfly_sums(in);
-  for (const auto& s : all_schedules) {
-    simt::set_schedule(s.schedule, s.seed);
-    INFO("schedule " << name(s));
+  for_each_schedule([&] {
     CHECK(same_bits(simt_test::cpu::warp_sums(in), expected));  // same additions, same order
-  }
+  });
 }
 
 TEST_CASE("warp shuffles read the lanes that CUDA's shfl.sync rules name", "[simt]") {
@@ -178,12 +179,8 @@ TEST_CASE("a barrier that only half the block reaches is reported with the count
   simt::DeviceBuffer<float> out(2 * 64);
   const auto message =
       runtime_error_of([&] { simt::launch<simt_test::cpu::early_return_kernel>(dim3(2), dim3(64), 0, out.data()); });
-  INFO(message);
-  CHECK(contains(message, "early_return_kernel"));
-  CHECK(contains(message, "block (0, 0, 0)"));
-  CHECK(contains(message, "32 of 64 threads arrived at __syncthreads()"));
-  CHECK(contains(message, "32 exited"));
-  CHECK(contains(message, "simt_test_kernels.cuh:"));
+  check_mentions(message, {"early_return_kernel", "block (0, 0, 0)", "32 of 64 threads arrived at __syncthreads()",
+                           "32 exited", "simt_test_kernels.cuh:"});
 
   // The block's fibers were unwound; the next launch runs normally.
   const auto in = random_floats(256, 1);
@@ -191,25 +188,14 @@ TEST_CASE("a barrier that only half the block reaches is reported with the count
 }
 
 TEST_CASE("threads waiting at two different barriers are reported", "[simt]") {
-  ControlsGuard guard;
-  simt::DeviceBuffer<float> out(64);
-  const auto message =
-      runtime_error_of([&] { simt::launch<simt_test::cpu::two_barriers_kernel>(dim3(1), dim3(64), 0, out.data()); });
-  INFO(message);
-  CHECK(contains(message, "two_barriers_kernel"));
-  CHECK(contains(message, "32 of 64 threads arrived"));
-  CHECK(contains(message, "32 wait at another __syncthreads()"));
+  const auto message = launch_error<simt_test::cpu::two_barriers_kernel>(64);
+  check_mentions(message, {"two_barriers_kernel", "32 of 64 threads arrived", "32 wait at another __syncthreads()"});
 }
 
 TEST_CASE("a shuffle that some lanes skip for a barrier is reported", "[simt]") {
-  ControlsGuard guard;
-  simt::DeviceBuffer<float> out(64);
-  out.fill(1.0f);
-  const auto message = runtime_error_of(
-      [&] { simt::launch<simt_test::cpu::shuffle_and_barrier_kernel>(dim3(1), dim3(64), 0, out.data()); });
-  INFO(message);
-  CHECK(contains(message, "31 of the 32 unfinished lanes of warp 0 arrived at __shfl_xor_sync"));
-  CHECK(contains(message, "1 wait at __syncthreads()"));
+  const auto message = launch_error<simt_test::cpu::shuffle_and_barrier_kernel>(64);
+  check_mentions(message,
+                 {"31 of the 32 unfinished lanes of warp 0 arrived at __shfl_xor_sync", "1 wait at __syncthreads()"});
 }
 
 TEST_CASE("shuffles the CPU cannot give a defined value are errors", "[simt]") {
@@ -218,15 +204,11 @@ TEST_CASE("shuffles the CPU cannot give a defined value are errors", "[simt]") {
   out.fill(1.0f);
   const auto half =
       runtime_error_of([&] { simt::launch<simt_test::cpu::half_mask_kernel>(dim3(1), dim3(32), 0, out.data()); });
-  INFO(half);
-  CHECK(contains(half, "half_mask_kernel"));
-  CHECK(contains(half, "use the full mask 0xffffffff"));
+  check_mentions(half, {"half_mask_kernel", "use the full mask 0xffffffff"});
 
   const auto partial =
       runtime_error_of([&] { simt::launch<simt_test::cpu::partial_warp_kernel>(dim3(1), dim3(48), 0, out.data()); });
-  INFO(partial);
-  CHECK(contains(partial, "reads lane 16 in __shfl_xor_sync"));
-  CHECK(contains(partial, "which does not exist: the block has 48 threads"));
+  check_mentions(partial, {"reads lane 16 in __shfl_xor_sync", "which does not exist: the block has 48 threads"});
 }
 
 TEST_CASE("on the CPU launch_async and an asynchronous LaunchMode finish the grid before returning", "[simt]") {

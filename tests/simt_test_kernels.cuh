@@ -170,20 +170,22 @@ __global__ void partial_warp_kernel(float* out) {
 
 // ---- Runners (declared in simt_test_runs.h) -----------------------------------------------------
 
-std::vector<float> block_sums(std::span<const float> in, unsigned block) {
+// One sum per block of `block` values, by Kernel (block_sum_kernel or its broken twin).
+template <auto Kernel>
+std::vector<float> block_sums_by(std::span<const float> in, unsigned block) {
   const auto n = static_cast<unsigned>(in.size());
   const unsigned blocks = (n + block - 1) / block;
   simt::DeviceBuffer<float> d_in(in), d_out(blocks);
-  simt::launch<block_sum_kernel>(dim3(blocks), dim3(block), 0, d_in.data(), d_out.data(), n);
+  simt::launch<Kernel>(dim3(blocks), dim3(block), 0, d_in.data(), d_out.data(), n);
   return d_out.to_host();
 }
 
+std::vector<float> block_sums(std::span<const float> in, unsigned block) {
+  return block_sums_by<block_sum_kernel>(in, block);
+}
+
 std::vector<float> block_sums_missing_barrier(std::span<const float> in, unsigned block) {
-  const auto n = static_cast<unsigned>(in.size());
-  const unsigned blocks = (n + block - 1) / block;
-  simt::DeviceBuffer<float> d_in(in), d_out(blocks);
-  simt::launch<block_sum_missing_barrier_kernel>(dim3(blocks), dim3(block), 0, d_in.data(), d_out.data(), n);
-  return d_out.to_host();
+  return block_sums_by<block_sum_missing_barrier_kernel>(in, block);
 }
 
 std::vector<float> warp_sums(std::span<const float> in) {

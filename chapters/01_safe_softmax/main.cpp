@@ -16,11 +16,10 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <CLI/CLI.hpp>
 
 #include "chapters/01_safe_softmax/safe_softmax.h"
-#include "common/cli.h"
-#include "common/compare.h"
-#include "common/program.h"
+#include "common/chapter.h"
 
 namespace {
 
@@ -80,16 +79,17 @@ RowError show(const char* type, const std::vector<double>& scores) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  fa::demo::Program program("Chapter 01: the textbook softmax next to the safe softmax (subtract the max first).");
+  fa::Program program(1, "Chapter 01: the textbook softmax next to the safe softmax (subtract the max first).");
   std::vector<double> scores;
   fa::cli::add_number_list(program.app(), "--scores", scores,
                            "comma-separated scores to run in float and in double, e.g. 1,3,5,2")
       ->default_str("the two overflow examples");
-  return program.run(argc, argv, [&]() -> std::optional<fa::demo::Check> {
-    fa::demo::print_heading(1, "safe softmax");
-    fa::demo::print_shows(
-        "p_i = exp(x_i - max) / sum_j exp(x_j - max): the same weights as exp(x_i) / sum_j exp(x_j),\n"
-        "but no exp() ever sees a positive argument, so nothing overflows.");
+  const auto before_work = [&](fa::Plan&) -> std::optional<fa::Banner> {
+    return fa::Banner{"safe softmax",
+                      R"(p_i = exp(x_i - max) / sum_j exp(x_j - max): the same weights as exp(x_i) / sum_j exp(x_j),
+but no exp() ever sees a positive argument, so nothing overflows.)"};
+  };
+  return program.run(argc, argv, before_work, [&]() -> std::optional<fa::Check> {
     RowError in_double, in_float;
     if (!scores.empty()) {
       in_double = show<double>("double", scores);
@@ -103,10 +103,9 @@ int main(int argc, char** argv) {
           "\nThe safe weights are exp(0) / (1 + exp(-1)) = 0.731059 and exp(-1) / (1 + exp(-1)) = 0.268941,\n"
           "whatever constant is added to both scores.\n");
     }
-    return fa::demo::Check{
-        "01", "safe softmax vs the definition in long double",
-        fmt::format("{}, {} (max rel)", error_text("double", in_double), error_text("float", in_float)),
-        fmt::format("{:.1e}, {:.1e}", in_double.bound, in_float.bound),
-        in_double.max_rel <= in_double.bound && in_float.max_rel <= in_float.bound};
+    return fa::Check{"01", "safe softmax vs the definition in long double",
+                     fmt::format("{}, {} (max rel)", error_text("double", in_double), error_text("float", in_float)),
+                     fmt::format("{:.1e}, {:.1e}", in_double.bound, in_float.bound),
+                     in_double.max_rel <= in_double.bound && in_float.max_rel <= in_float.bound};
   });
 }

@@ -22,13 +22,13 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <CLI/CLI.hpp>
 
 #include "chapters/01_safe_softmax/safe_softmax.h"
 #include "chapters/02_online_softmax/online_softmax.h"
 #include "chapters/02_online_softmax/trace.h"
-#include "common/cli.h"
+#include "common/chapter.h"
 #include "common/compare.h"
-#include "common/program.h"
 #include "common/random.h"
 
 namespace {
@@ -175,41 +175,45 @@ Agreement print_agreement(std::size_t n, std::uint64_t seed, std::size_t extra_b
 }  // namespace
 
 int main(int argc, char** argv) {
-  fa::demo::Program program(
-      "Chapter 02: online softmax. The running max m and the running sum l in one pass, rescaled by exp(m - m_new) "
-      "when the max rises.");
+  fa::Program program(2, R"(Chapter 02: online softmax. The running max m and the running sum l in one pass,
+rescaled by exp(m - m_new) when the max rises.)");
   CLI::App& app = program.app();
   bool trace_only = false;
   std::vector<double> scores{1.0, 3.0, 5.0, 2.0};
-  std::size_t block = 1;
-  std::size_t n = 100000;
+  std::uint64_t block = 1;
+  std::uint64_t n = 100000;
   std::uint64_t seed = 2;
   app.add_flag("--trace", trace_only, "print only the step-by-step trace of --scores");
   fa::cli::add_number_list(app, "--scores", scores, "comma-separated scores to trace");
   fa::cli::add_integer(app, "--block", block, "scores per block (1: one score at a time)");
   fa::cli::add_integer(app, "--n", n, "number of random scores for the agreement with chapter 01", 1, 1000000000);
   fa::cli::add_integer(app, "--seed", seed, "seed of the random scores", 0);
-  return program.run(argc, argv, [&]() -> std::optional<fa::demo::Check> {
+  const auto before_work = [&](fa::Plan& plan) -> std::optional<fa::Banner> {
+    if (trace_only) return std::nullopt;
+    // At the peak: the scores (double), the exact weights (long double, 16 bytes), and one row of the
+    // agreement table's scores, online weights and chapter 01's weights in double.
+    plan.memory.add("the random scores and their weights", fa::saturating_mul(8 + 16 + 3 * 8, n));
+    return fa::Banner{"online softmax",
+                      R"(One pass keeps the max m and the sum l = sum_j exp(x_j - m) of the scores seen so far.
+When the max rises from m to m_new, every term already in l is too large by the same
+factor exp(m_new - m), so l is multiplied by rescale = exp(m - m_new): the bars shrink together.)"};
+  };
+  return program.run(argc, argv, before_work, [&]() -> std::optional<fa::Check> {
     if (trace_only) {
       const TraceCheck traced = print_trace(scores, block);
       const double bound = ch02::order_bound<double>(scores.size());
       std::string error = fmt::format("double {:.2g} (max rel)", traced.vs_ch01);
       if (!traced.nonfinite.empty()) error += fmt::format(", {}", traced.nonfinite);
-      return fa::demo::Check{"02", "online softmax vs ch01, the traced scores", error, fmt::format("{:.1e}", bound),
-                             traced.vs_ch01 <= bound};
+      return fa::Check{"02", "online softmax vs ch01, the traced scores", error, fmt::format("{:.1e}", bound),
+                       traced.vs_ch01 <= bound};
     }
-    fa::demo::print_heading(2, "online softmax");
-    fa::demo::print_shows(
-        "One pass keeps the max m and the sum l = sum_j exp(x_j - m) of the scores seen so far.\n"
-        "When the max rises from m to m_new, every term already in l is too large by the same\n"
-        "factor exp(m_new - m), so l is multiplied by rescale = exp(m - m_new): the bars shrink together.");
     print_trace(scores, block);
     fmt::print("\n");
     const Agreement worst = print_agreement(n, seed, block);
     const double bound_double = ch02::order_bound<double>(n), bound_float = ch02::order_bound<float>(n);
-    return fa::demo::Check{"02", fmt::format("online softmax vs ch01, {} block sizes", worst.block_sizes),
-                           fmt::format("double {:.2g}, float {:.2g} (max rel)", worst.in_double, worst.in_float),
-                           fmt::format("{:.1e}, {:.1e}", bound_double, bound_float),
-                           worst.in_double <= bound_double && worst.in_float <= bound_float};
+    return fa::Check{"02", fmt::format("online softmax vs ch01, {} block sizes", worst.block_sizes),
+                     fmt::format("double {:.2g}, float {:.2g} (max rel)", worst.in_double, worst.in_float),
+                     fmt::format("{:.1e}, {:.1e}", bound_double, bound_float),
+                     worst.in_double <= bound_double && worst.in_float <= bound_float};
   });
 }

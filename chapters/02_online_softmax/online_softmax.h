@@ -13,11 +13,17 @@
 //   2.   m_new   = max(m, max_{j in B} x_j)               the max so far, this block included
 //   3.   rescale = exp(m - m_new)                         1 if the max did not rise
 //   4.   l       = l * rescale + sum_{j in B} exp(x_j - m_new)   rescale what is there, add the block
-//   5.   m       = m_new
-//   6. p_i = exp(x_i - m) / l                             pass 2: normalise
+//        (line 5 is chapter 03's: acc, the weighted sum of values, rescaled the same way)
+//   6.   m       = m_new
+//   7. p_i = exp(x_i - m) / l                             pass 2: normalise
 // After every block, l = sum over the scores seen so far of exp(x_j - m) (the induction is in
 // docs/02-online-softmax.md), so after the last block m and l are exactly chapter 01's max and sum,
-// and line 6 is chapter 01's line 3.
+// and line 7 is chapter 01's line 3. Chapter 03 keeps these numbers and adds line 5.
+// The same lines in FlashAttention-2's Algorithm 1 (Dao 2023), which chapters 05 and 06 quote with the
+// paper's numbers: line 1 is its line 5 (the state, on chip); the loop over blocks its line 6 (over
+// the tiles of K and V); lines 2-4 its line 9 (m, the weights P and l); line 5 its line 10 (the
+// output, which chapter 03 adds); line 6 the step from one tile to the next; line 7 its line 12
+// (divide by l once, at the end).
 //
 // Conventions: those of ch01::safe_softmax (docs/conventions.md, "Numbers"). A -inf score
 // gets weight 0; a row of only -inf gives all zeros; a NaN makes every weight NaN; an empty row or
@@ -53,7 +59,7 @@ T safe_max(T m_new) {
   return m_new == -std::numeric_limits<T>::infinity() ? T(0) : m_new;
 }
 
-// One term exp(x_j - m_safe) of the sum l (lines 4 and 6): the weight of score x_j before dividing,
+// One term exp(x_j - m_safe) of the sum l (lines 4 and 7): the weight of score x_j before dividing,
 // against the max m_safe = safe_max(m) (x_j <= m, so the term is in [0, 1]; a -inf score has term
 // 0). NaN in, NaN out. Never throws.
 template <std::floating_point T>
@@ -87,17 +93,17 @@ struct OnlineState {
   T m = -std::numeric_limits<T>::infinity();  // line 1: the largest score seen so far
   T l = 0;                                    // line 1: sum of exp(x_j - m) over the scores seen
 
-  // Folds one block of scores into the state (lines 2-5) and returns the factor `rescale` that was
+  // Folds one block of scores into the state (lines 2-6) and returns the factor `rescale` that was
   // applied to the old l (1 if the max did not rise, 0 while nothing was there). Any block size
   // works, 1 included; an empty block changes nothing and returns 1. Never throws.
   T update(std::span<const T> block) {
-    // exercise 02.1: lines 2-5, the online update: the new max, the factor rescale (mind the guard), l, m
+    // exercise 02.1: lines 2-4 and 6, the online update: the new max, the factor rescale (mind the guard), l, m
     const T block_m = block_max(block);
     const T m_new = block_m > m ? block_m : m;   // line 2: the max so far, this block included
     const T m_safe = safe_max(m_new);            // the guard (see safe_max)
     const T rescale = std::exp(m - m_safe);      // line 3: how much the old terms must shrink
     l = l * rescale + block_sum(block, m_safe);  // line 4: rescale what is already there, add the block
-    m = m_new;                                   // line 5
+    m = m_new;                                   // line 6
     // end exercise
     return rescale;
   }
@@ -115,7 +121,7 @@ inline void check_online_softmax_arguments(std::size_t n, std::size_t block, con
   }
 }
 
-// The online softmax of one row of scores (lines 1-6): pass 1 reads x once, in blocks of `block`
+// The online softmax of one row of scores (lines 1-7): pass 1 reads x once, in blocks of `block`
 // scores, to get m and l; pass 2 normalises.
 // x: the scores, length n >= 1. block: scores per update, >= 1; any block size works, n need not
 // be a multiple of it (the last block is the shorter tail) and block > n means one block.
@@ -130,16 +136,16 @@ std::vector<T> online_softmax(std::span<const T> x, std::size_t block = 1) {
 
   OnlineState<T> state;  // line 1
   for (std::size_t first = 0; first < x.size(); first += std::min(block, x.size() - first)) {
-    // lines 2-5; the last block is x.size() - first long when block does not divide n (the tail).
+    // lines 2-6; the last block is x.size() - first long when block does not divide n (the tail).
     state.update(x.subspan(first, std::min(block, x.size() - first)));
   }
 
   std::vector<T> p(x.size());
-  // exercise 02.2: line 6, each weight from m and l; a row where no score is above -inf gives zeros
+  // exercise 02.2: line 7, each weight from m and l; a row where no score is above -inf gives zeros
   // l == 0 only when no score was above -inf: a fully masked row, defined as all zeros. (Were any
   // score finite, its term against the max would be 1, and a NaN makes l NaN, not 0.)
   if (state.l == 0) return p;
-  for (std::size_t i = 0; i < x.size(); ++i) p[i] = term(x[i], state.m) / state.l;  // line 6 (m is finite)
+  for (std::size_t i = 0; i < x.size(); ++i) p[i] = term(x[i], state.m) / state.l;  // line 7 (m is finite)
   // end exercise
   return p;
 }

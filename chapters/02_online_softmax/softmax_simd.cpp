@@ -110,7 +110,7 @@ HWY_INLINE V range_sum(D d, const float* HWY_RESTRICT x, std::size_t i0, std::si
   return hn::SumOfLanes(d, hn::Add(hn::Add(s0, s1), hn::Add(s2, s3)));
 }
 
-// p_i = term(x_i, m) / l for every i: chapter 01's line 3, chapter 02's line 6 (the same line).
+// p_i = term(x_i, m) / l for every i: chapter 01's line 3, chapter 02's line 7 (the same line).
 // l == 0 only for a row of only -inf scores: all zeros, as in the scalar forms. l = NaN (a NaN
 // score) makes every p_i NaN.
 void normalise(D d, const float* HWY_RESTRICT x, float* HWY_RESTRICT p, std::size_t n, V m, V l, bool streaming) {
@@ -168,9 +168,9 @@ void OnlineSoftmax(const float* HWY_RESTRICT x, float* HWY_RESTRICT p, std::size
     const V rescale = hn::Exp(d, hn::Sub(m, m_safe));  // line 3
     // line 4; the sum reads the block from the L1 cache and asks for the next block meanwhile.
     l = hn::MulAdd(l, rescale, range_sum(d, x, first, last, m_safe, n));
-    m = m_new;  // line 5
+    m = m_new;  // line 6
   }
-  normalise(d, x, p, n, m, with_nan(d, l, nan), streaming);  // line 6 (pass 2)
+  normalise(d, x, p, n, m, with_nan(d, l, nan), streaming);  // line 7 (pass 2)
 }
 
 // Chapter 01's line 1 alone: the pass that the online form saves.

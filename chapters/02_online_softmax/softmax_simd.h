@@ -24,7 +24,7 @@
 
 namespace ch02::simd {
 
-// How line 3 (safe) or line 6 (online) writes p.
+// How line 3 (safe) or line 7 (online) writes p.
 enum class Store {
   cached,     // ordinary stores: each line of p is first read into the cache (write-allocate)
   streaming,  // non-temporal stores: p goes to memory without being read first

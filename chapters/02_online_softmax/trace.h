@@ -40,7 +40,7 @@ struct TraceStep {
                           // step's terms times rescale
 };
 
-// A whole run: the input, one step per block, and the weights of line 6.
+// A whole run: the input, one step per block, and the weights of line 7.
 template <std::floating_point T>
 struct Trace {
   std::vector<T> x;                 // the scores, as given
@@ -76,7 +76,7 @@ Trace<T> online_softmax_trace(std::span<const T> x, std::size_t block = 1) {
     for (std::size_t j = 0; j < first + arrived.size(); ++j) step.terms.push_back(term(x[j], m_safe));
     trace.steps.push_back(std::move(step));
   }
-  trace.p = online_softmax(x, block);  // line 6
+  trace.p = online_softmax(x, block);  // line 7
   return trace;
 }
 

@@ -11,7 +11,7 @@
 //   1.   n_i = seq_len_k, or fa::causal_visible_keys(i, seq_len_q, seq_len_k) under the causal mask
 //   2.   for each block of key_block consecutive keys among keys 0 .. n_i - 1:
 //   3.     s_j = scale * dot(Q[b, h, i, :], K[b, h, j, :])            one block of row i of S
-//   4.     fold s and V[b, h, block, :] into (m, l, acc)          online_weighted_sum.h, lines 1-6
+//   4.     fold s and V[b, h, block, :] into (m, l, acc)          online_weighted_sum.h, lines 2-6
 //   5.   O[b, h, i, :] = acc / l (line 7); L[b, h, i] = m + log(l)
 // Masked keys are never visited, so a row that sees no key keeps l = 0: its output is zeros and
 // its L is -inf (docs/conventions.md). No row of S is ever stored whole: at most key_block scores at a
@@ -94,6 +94,22 @@ fa::Tensor4<double> to_double(const fa::Tensor4<T>& t) {
   return fa::Tensor4<double>(t.shape, std::vector<double>(values.begin(), values.end()));
 }
 
+// What attention(), attention_rows() and attention_all_at_once() start from: the shapes and the
+// options checked, the scale chosen, and Q, K, V converted to double. Throws as attention().
+struct Inputs {
+  fa::AttentionShape shape;
+  double scale = 0.0;
+  fa::Tensor4<double> q, k, v;
+};
+
+template <std::floating_point T>
+Inputs checked_inputs(const fa::Tensor4<T>& Q, const fa::Tensor4<T>& K, const fa::Tensor4<T>& V,
+                      const AttentionOptions& options) {
+  const fa::AttentionShape shape = fa::check_attention_shapes(Q.shape, K.shape, V.shape);
+  check_options(options);
+  return {shape, checked_scale(options, shape.head_dim), to_double(Q), to_double(K), to_double(V)};
+}
+
 inline double dot(std::span<const double> a, std::span<const double> b) {
   double s = 0.0;
   for (std::size_t d = 0; d < a.size(); ++d) s += a[d] * b[d];
@@ -152,13 +168,8 @@ inline double attention_row(const fa::Tensor4<double>& q, const fa::Tensor4<doub
 // The bytes attention() allocates: double copies of Q, K, V, and O and L in double. Never throws
 // (saturates at 2^64 - 1).
 inline std::uint64_t memory_needed(const fa::AttentionShape& s) {
-  using fa::saturating_add, fa::saturating_mul;
-  const std::uint64_t heads = saturating_mul(s.batch, s.heads);
-  const std::uint64_t q = saturating_mul(heads, saturating_mul(s.seq_len_q, s.head_dim));
-  const std::uint64_t k = saturating_mul(heads, saturating_mul(s.seq_len_k, s.head_dim));
-  const std::uint64_t doubles =
-      saturating_add(saturating_add(saturating_mul(2, q), saturating_mul(2, k)), saturating_mul(heads, s.seq_len_q));
-  return saturating_mul(sizeof(double), doubles);
+  const fa::AttentionCounts n = fa::attention_counts(s);
+  return fa::bytes_of(sizeof(double) * (2 * n.q + 2 * n.k + n.rows));
 }
 
 // O = softmax(Q K^T * scale) V, row by row with the online weighted sum (steps 1-5 above).
@@ -171,12 +182,7 @@ inline std::uint64_t memory_needed(const fa::AttentionShape& s) {
 template <std::floating_point T>
 AttentionResult attention(const fa::Tensor4<T>& Q, const fa::Tensor4<T>& K, const fa::Tensor4<T>& V,
                           const AttentionOptions& options = {}) {
-  const fa::AttentionShape shape = fa::check_attention_shapes(Q.shape, K.shape, V.shape);
-  detail::check_options(options);
-  const double scale = detail::checked_scale(options, shape.head_dim);
-  const fa::Tensor4<double> q = detail::to_double(Q);
-  const fa::Tensor4<double> k = detail::to_double(K);
-  const fa::Tensor4<double> v = detail::to_double(V);
+  const auto& [shape, scale, q, k, v] = detail::checked_inputs(Q, K, V, options);
 
   AttentionResult result{fa::Tensor4<double>(Q.shape), std::vector<double>(fa::attention_rows(shape))};
   std::vector<double> s(std::min(options.key_block, shape.seq_len_k));  // one block of a row of S
@@ -200,13 +206,8 @@ struct AttentionRows {
 template <std::floating_point T>
 AttentionRows attention_rows(const fa::Tensor4<T>& Q, const fa::Tensor4<T>& K, const fa::Tensor4<T>& V,
                              const AttentionOptions& options, std::span<const std::size_t> rows) {
-  const fa::AttentionShape shape = fa::check_attention_shapes(Q.shape, K.shape, V.shape);
-  detail::check_options(options);
+  const auto& [shape, scale, q, k, v] = detail::checked_inputs(Q, K, V, options);
   detail::check_rows(rows, shape);
-  const double scale = detail::checked_scale(options, shape.head_dim);
-  const fa::Tensor4<double> q = detail::to_double(Q);
-  const fa::Tensor4<double> k = detail::to_double(K);
-  const fa::Tensor4<double> v = detail::to_double(V);
   AttentionRows out{std::vector<double>(rows.size() * shape.head_dim), std::vector<double>(rows.size())};
   std::vector<double> s(std::min(options.key_block, shape.seq_len_k));
   for (std::size_t n = 0; n < rows.size(); ++n) {
@@ -275,12 +276,7 @@ PlainRows<Acc> plain_attention_rows(const fa::Tensor4<T>& Q, const fa::Tensor4<T
 template <std::floating_point T>
 AttentionResult attention_all_at_once(const fa::Tensor4<T>& Q, const fa::Tensor4<T>& K, const fa::Tensor4<T>& V,
                                       const AttentionOptions& options = {}) {
-  const fa::AttentionShape shape = fa::check_attention_shapes(Q.shape, K.shape, V.shape);
-  detail::check_options(options);
-  const double scale = detail::checked_scale(options, shape.head_dim);
-  const fa::Tensor4<double> q = detail::to_double(Q);
-  const fa::Tensor4<double> k = detail::to_double(K);
-  const fa::Tensor4<double> v = detail::to_double(V);
+  const auto& [shape, scale, q, k, v] = detail::checked_inputs(Q, K, V, options);
 
   AttentionResult result{fa::Tensor4<double>(Q.shape),
                          std::vector<double>(shape.batch * shape.heads * shape.seq_len_q)};

@@ -14,6 +14,7 @@
 // use too); with the default scores and values, also the worked example's output, 28.98474626.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -28,10 +29,8 @@
 
 #include "chapters/03_online_weighted_sum/attention.h"
 #include "chapters/03_online_weighted_sum/online_weighted_sum.h"
-#include "common/cli.h"
+#include "common/chapter.h"
 #include "common/compare.h"
-#include "common/memory.h"
-#include "common/program.h"
 #include "common/random.h"
 #include "common/tensor.h"
 
@@ -125,10 +124,10 @@ QueryResult print_trace(std::span<const double> scores, fa::MatrixView<const dou
     const ch03::BlockStep& st = steps[b];
     fmt::print("\nblock {}: keys j = {}-{}, scores {:g}\n", b + 1, st.first, st.first + st.count - 1,
                fmt::join(scores.subspan(st.first, st.count), ", "));
-    fmt::print("  line 1  block max {}; running max m {} -> {}\n", f4(st.block_max), f4(st.m_old), f4(st.m_new));
-    fmt::print("  line 2  rescale = exp(m_old - m_new) = {}{}\n", f4(st.rescale),
+    fmt::print("  line 2  block max {}; running max m {} -> {}\n", f4(st.block_max), f4(st.m_old), f4(st.m_new));
+    fmt::print("  line 3  rescale = exp(m_old - m_new) = {}{}\n", f4(st.rescale),
                b == 0 ? "  (first block: nothing carried yet)" : "");
-    fmt::print("  line 3  weights p = exp(s - m_new): {}\n", f4_list(st.p));
+    fmt::print("  line 4  weights p = exp(s - m_new): {}\n", f4_list(st.p));
     fmt::print("  line 4  l   = rescale * l   + sum p   = {} carried + {} own = {} total\n", f4(st.l_carried),
                f4(st.l_block), f4(st.l));
     fmt::print("  line 5  acc = rescale * acc + sum p v = {} carried + {} own = {} total\n", f4(st.acc_carried),
@@ -145,11 +144,7 @@ QueryResult print_trace(std::span<const double> scores, fa::MatrixView<const dou
 }
 
 struct ProblemFlags {
-  std::size_t batch = 1;
-  std::size_t heads = 2;
-  std::size_t seq_q = 8;
-  std::size_t seq_k = 8;
-  std::size_t head_dim = 4;
+  fa::AttentionShape shape{1, 2, 8, 8, 4};  // batch, heads, seq_len_q, seq_len_k, head_dim
   bool causal = false;
   std::optional<double> scale;
   std::uint64_t seed = 3;
@@ -163,8 +158,8 @@ struct AttentionDifference {
 };
 
 AttentionDifference print_attention(const ProblemFlags& f, std::size_t block) {
-  const fa::Shape4 q_shape{f.batch, f.heads, f.seq_q, f.head_dim};
-  const fa::Shape4 kv_shape{f.batch, f.heads, f.seq_k, f.head_dim};
+  const fa::Shape4 q_shape{f.shape.batch, f.shape.heads, f.shape.seq_len_q, f.shape.head_dim};
+  const fa::Shape4 kv_shape{f.shape.batch, f.shape.heads, f.shape.seq_len_k, f.shape.head_dim};
   const fa::Tensor4<double> Q(q_shape, fa::normal(q_shape.size(), f.seed));
   const fa::Tensor4<double> K(kv_shape, fa::normal(kv_shape.size(), f.seed + 1));
   const fa::Tensor4<double> V(kv_shape, fa::normal(kv_shape.size(), f.seed + 2));
@@ -176,9 +171,10 @@ AttentionDifference print_attention(const ProblemFlags& f, std::size_t block) {
   fmt::print("\nWhole attention on the CPU, O = softmax(Q K^T * scale) V, each query row by the recurrence\n");
   fmt::print("  Q {}, K and V {}\n", q_shape.str(), kv_shape.str());
   fmt::print("  scale {:.6g}, {}, key blocks of {}, inputs normal(0, 1) from seed {}\n",
-             options.scale.value_or(fa::default_scale(f.head_dim)), f.causal ? "causal" : "not causal", block, f.seed);
-  const std::size_t shown = std::min<std::size_t>(f.seq_q, 8);
-  fmt::print("  O[0, 0] (first {} of {} rows) and L[0, 0]:\n", shown, f.seq_q);
+             options.scale.value_or(fa::default_scale(f.shape.head_dim)), f.causal ? "causal" : "not causal", block,
+             f.seed);
+  const std::size_t shown = std::min<std::size_t>(f.shape.seq_len_q, 8);
+  fmt::print("  O[0, 0] (first {} of {} rows) and L[0, 0]:\n", shown, f.shape.seq_len_q);
   const fa::MatrixView<const double> O00 = online.O.view().head(0, 0);
   for (std::size_t i = 0; i < shown; ++i) {
     const auto row = O00.row(i);
@@ -197,13 +193,12 @@ AttentionDifference print_attention(const ProblemFlags& f, std::size_t block) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  fa::demo::Program program(
-      "Chapter 03: one attention query's output by the online weighted sum (max, sum and un-scaled\n"
-      "weighted sum carried across blocks of keys), then whole attention on the CPU.");
+  fa::Program program(3, R"(Chapter 03: one attention query's output by the online weighted sum (max, sum and
+un-scaled weighted sum carried across blocks of keys), then whole attention on the CPU.)");
   CLI::App& app = program.app();
   std::vector<double> scores{1.0, 3.0, 5.0, 2.0};
   std::string values_text;
-  std::size_t block = 2;
+  std::uint64_t block = 2;
   ProblemFlags f;
   fa::cli::add_number_list(app, "--scores", scores, "comma-separated scores of one query");
   app.add_option("--values", values_text,
@@ -222,16 +217,16 @@ int main(int argc, char** argv) {
           "", "values"))
       ->default_str("10, 20, 30, ...");
   fa::cli::add_integer(app, "--block", block, "keys per block, for the trace and for attention");
-  fa::cli::add_size(app, "--batch", f.batch, "attention: batch size");
-  fa::cli::add_size(app, "--heads", f.heads, "attention: heads");
-  fa::cli::add_size(app, "--seq-q", f.seq_q, "attention: query rows per head");
-  fa::cli::add_size(app, "--seq-k", f.seq_k, "attention: keys per head");
-  fa::cli::add_size(app, "--head-dim", f.head_dim, "attention: head dimension");
+  fa::cli::add_size(app, "--batch", f.shape.batch, "attention: batch size");
+  fa::cli::add_size(app, "--heads", f.shape.heads, "attention: heads");
+  fa::cli::add_size(app, "--seq-q", f.shape.seq_len_q, "attention: query rows per head");
+  fa::cli::add_size(app, "--seq-k", f.shape.seq_len_k, "attention: keys per head");
+  fa::cli::add_size(app, "--head-dim", f.shape.head_dim, "attention: head dimension");
   app.add_flag("--causal", f.causal, "attention: causal mask, aligned to the bottom right");
   fa::cli::add_scale(app, "--scale", f.scale, "attention: scale of Q K^T");
   fa::cli::add_integer(app, "--seed", f.seed, "attention: seed of the random Q, K, V", 0);
-  return program.run(argc, argv, [&]() -> std::optional<fa::demo::Check> {
-    ValueRows values;
+  ValueRows values;
+  const auto before_work = [&](fa::Plan& plan) -> std::optional<fa::Banner> {
     if (values_text.empty()) {
       for (std::size_t j = 0; j < scores.size(); ++j) values.flat.push_back(10.0 * static_cast<double>(j + 1));
       values.rows = scores.size();
@@ -243,19 +238,16 @@ int main(int argc, char** argv) {
       throw std::invalid_argument(
           fmt::format("--values: {} rows for {} scores; give one value row per score", values.rows, scores.size()));
     }
-    const fa::AttentionShape shape{f.batch, f.heads, f.seq_q, f.seq_k, f.head_dim};
-    fa::MemoryPlan plan;
-    plan.add("Q, K, V (float64)", 8 * (fa::Shape4{f.batch, f.heads, f.seq_q, f.head_dim}.size() +
-                                       2 * fa::Shape4{f.batch, f.heads, f.seq_k, f.head_dim}.size()));
-    plan.add("attention and its all-at-once reference", 2 * ch03::memory_needed(shape));
-    plan.check("ch03_online_weighted_sum");
-
-    fa::demo::print_heading(3, "the online weighted sum");
-    fa::demo::print_shows(
-        "o = sum_j softmax(s)_j v_j with the keys taken a block at a time. Carried across blocks: the\n"
-        "max m, the sum l and the un-scaled weighted sum acc; when the max rises, l and acc are both\n"
-        "multiplied by rescale = exp(m_old - m_new); acc is divided by l once, after the last block.\n"
-        "(Line numbers refer to chapters/03_online_weighted_sum/online_weighted_sum.h.)");
+    const fa::AttentionCounts n = fa::attention_counts(f.shape);
+    plan.memory.add("Q, K, V (float64)", fa::bytes_of(sizeof(double) * (n.q + 2 * n.k)));
+    plan.memory.add("attention and its all-at-once reference", fa::saturating_mul(2, ch03::memory_needed(f.shape)));
+    return fa::Banner{"the online weighted sum",
+                      R"(o = sum_j softmax(s)_j v_j with the keys taken a block at a time. Carried across blocks: the
+max m, the sum l and the un-scaled weighted sum acc; when the max rises, l and acc are both
+multiplied by rescale = exp(m_old - m_new); acc is divided by l once, after the last block.
+(Line numbers refer to chapters/03_online_weighted_sum/online_weighted_sum.h.))"};
+  };
+  return program.run(argc, argv, before_work, [&]() -> std::optional<fa::Check> {
     const QueryResult query = print_trace(
         scores, fa::MatrixView<const double>(std::span<const double>(values.flat), values.rows, values.cols), block);
     const AttentionDifference attention = print_attention(f, block);
@@ -278,6 +270,6 @@ int main(int argc, char** argv) {
       error += fmt::format(", 28.9847: {:.2g}", example_error);
       bound += fmt::format(", {:.0e}", ch03::kWorkedExampleBound);
     }
-    return fa::demo::Check{"03", checked, error, bound, pass};
+    return fa::Check{"03", checked, error, bound, pass};
   });
 }

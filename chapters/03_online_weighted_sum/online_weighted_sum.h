@@ -10,18 +10,22 @@
 // own code) with acc added.
 //
 // The algorithm, for scores s_0 .. s_{n-1} and value rows v_0 .. v_{n-1} (each of head_dim):
-//   0. m = -inf, l = 0, acc = [0] * head_dim
+//   1. m = -inf, l = 0, acc = [0] * head_dim
 //      for each block B of consecutive keys (the last block may be shorter):
-//   1.   m_new   = max(m, max_{j in B} s_j)
-//   2.   rescale = exp(m - m_new)                    rescales what is already there
-//   3.   p_j     = exp(s_j - m_new), j in B          the block's weights, against the new max
-//   4.   l       = rescale * l   + sum_{j in B} p_j
+//   2.   m_new   = max(m, max_{j in B} s_j)
+//   3.   rescale = exp(m - m_new)                    rescales what is already there
+//   4.   p_j     = exp(s_j - m_new), j in B          the block's weights, against the new max
+//        l       = rescale * l   + sum_{j in B} p_j
 //   5.   acc     = rescale * acc + sum_{j in B} p_j v_j   un-scaled: not divided by l
 //   6.   m       = m_new
 //   7. o = acc / l                                   once, after the last block
-// Lines 1, 2, 4 and 6 are chapter 02's lines 2-5 (OnlineState::update); lines 3 and 5 are new.
-// Lines 1-6 are the three lines of arithmetic (m, l, acc) that the chapter 05 kernel runs per
-// query row, with the same names.
+// The numbers are chapter 02's, for the same steps: lines 2, 3, 4 and 6 are its OnlineState::update
+// (line 4's weights p_j are the terms it adds to l), and line 5, acc, is new. Lines 2-6 are the
+// three lines of arithmetic (m, l, acc) that the chapter 05 kernel runs per query row, with the
+// same names. In FlashAttention-2's Algorithm 1 (Dao 2023), which chapters 05 and 06 quote with the
+// paper's numbers, line 1 is its line 5, the loop over blocks its line 6, lines 2-4 its line 9,
+// line 5 its line 10, line 6 the step from one tile to the next, and line 7 its line 12 (with
+// L = m + log(l), attention.h, its line 13).
 //
 // Why it is exact: after any number of blocks, l = sum_j exp(s_j - m) and
 // acc = sum_j exp(s_j - m) v_j over the keys seen so far, with m their max. Line 2's factor turns
@@ -70,16 +74,16 @@ inline constexpr double kWorkedExampleBound = 1e-8;
 // rescale is off by O(1). The demo and the tests both use it.
 inline constexpr double kSameSumBound = 1e-14;
 
-// What one block did to the running state: every figure of lines 1-7, kept for the demo's trace
+// What one block did to the running state: every figure of lines 2-7, kept for the demo's trace
 // (and for docs/figures/worked-example.svg, drawn from it). Vectors have head_dim entries unless noted.
 struct BlockStep {
   std::size_t first = 0;              // index of the block's first key (set by the caller of fold)
   std::size_t count = 0;              // keys in the block (the last block may be shorter)
-  double block_max = minus_infinity;  // line 1: max of the block's own scores
+  double block_max = minus_infinity;  // line 2: max of the block's own scores
   double m_old = minus_infinity;      // the running max before the block
-  double m_new = minus_infinity;      // line 1: the running max after it
-  double rescale = 0.0;               // line 2: exp(m_old - m_new); 0 for the first block
-  std::vector<double> p;              // line 3: the block's weights (count entries)
+  double m_new = minus_infinity;      // line 2: the running max after it
+  double rescale = 0.0;               // line 3: exp(m_old - m_new); 0 for the first block
+  std::vector<double> p;              // line 4: the block's weights (count entries)
   double l_carried = 0.0;             // line 4, first term: rescale * l
   std::vector<double> acc_carried;    // line 5, first term: rescale * acc
   double l_block = 0.0;               // line 4, second term: the block's own sum of weights
@@ -96,10 +100,10 @@ struct RowState : ch02::OnlineState<double> {
   // ch02::OnlineState); acc: sum of exp(s_j - m) v_j over the keys seen so far (head_dim values).
   std::vector<double> acc;
 
-  // Line 0: nothing seen yet.
+  // Line 1: nothing seen yet.
   explicit RowState(std::size_t head_dim) : acc(head_dim, 0.0) {}
 
-  // Lines 1-6: folds in one block of keys. s: the block's scores (count of them); v: its value
+  // Lines 2-6: folds in one block of keys. s: the block's scores (count of them); v: its value
   // rows, [count, head_dim] row-major. When `record` is given, every figure is also written there.
   // Throws std::invalid_argument if v does not have s.size() rows of head_dim values.
   void fold(std::span<const double> s, fa::MatrixView<const double> v, BlockStep* record = nullptr) {
@@ -109,15 +113,15 @@ struct RowState : ch02::OnlineState<double> {
                       s.size(), s.size(), acc.size(), v.rows(), v.cols()));
     }
     const double m_old = m, l_old = l;
-    // Lines 1, 2, 4 and 6: chapter 02's update of m and l, unchanged. (A NaN score never becomes m;
+    // Lines 2, 3, 4 and 6: chapter 02's update of m and l, unchanged. (A NaN score never becomes m;
     // it reaches l, and the output, through its weight.)
     const double rescale = update(s);
     // While every score so far is -inf, m is -inf: the weights are measured against 0 instead
     // (ch02::safe_max), so they are 0, l stays 0 and line 7 gives zeros (the kernels do the same).
     const double m_safe = ch02::safe_max(m);
 
-    // exercise 03.1: lines 3 and 5: the block's weights p, its own weighted sum, acc rescaled and grown
-    // Line 3, the block's weights (the very terms update() added to l), and line 5's own part.
+    // exercise 03.1: lines 4 and 5: the block's weights p, its own weighted sum, acc rescaled and grown
+    // Line 4, the block's weights (the very terms update() added to l), and line 5's own part.
     std::vector<double> p(s.size());
     std::vector<double> acc_block(acc.size(), 0.0);
     for (std::size_t j = 0; j < s.size(); ++j) {
@@ -194,7 +198,7 @@ inline fa::MatrixView<const double> rows(fa::MatrixView<const double> m, std::si
 
 }  // namespace detail
 
-// Lines 0-7: one query's attention output sum_j softmax(s)_j v_j, keys taken `block` at a time.
+// Lines 1-7: one query's attention output sum_j softmax(s)_j v_j, keys taken `block` at a time.
 // scores: n >= 1 scores (already scaled); values: [n, head_dim] row-major, head_dim >= 1;
 // block >= 1 (any size: the last block holds what is left, and block > n is one block).
 // Returns head_dim values. Throws std::invalid_argument for empty scores, block == 0, or values

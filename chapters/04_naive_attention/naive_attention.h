@@ -82,15 +82,8 @@ inline fa::DeviceProblem check_problem(const fa::AttentionShape& shape, const Op
 // device, and O, S and P copied back (on the CPU path the "device" is host memory too). Never
 // throws (saturates at 2^64 - 1).
 inline std::uint64_t memory_needed(const fa::AttentionShape& s) {
-  using fa::saturating_add, fa::saturating_mul;
-  const std::uint64_t heads = saturating_mul(s.batch, s.heads);
-  const std::uint64_t q = saturating_mul(heads, saturating_mul(s.seq_len_q, s.head_dim));
-  const std::uint64_t k = saturating_mul(heads, saturating_mul(s.seq_len_k, s.head_dim));
-  const std::uint64_t scores = saturating_mul(heads, saturating_mul(s.seq_len_q, s.seq_len_k));
-  // On the device: Q, K, V, O, S, P; copied back: O, S, P.
-  const std::uint64_t floats = saturating_add(saturating_add(saturating_mul(2, q), saturating_mul(2, k)),
-                                              saturating_add(saturating_mul(4, scores), q));
-  return saturating_mul(sizeof(float), floats);
+  const fa::AttentionCounts n = fa::attention_counts(s);
+  return fa::bytes_of(sizeof(float) * (3 * n.q + 2 * n.k + 4 * n.scores));  // Q, K, V, O, S, P; O, S, P back
 }
 
 // O = softmax(Q K^T * scale) V by three kernels that write S and P to global memory.

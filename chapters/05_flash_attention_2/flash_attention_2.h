@@ -70,15 +70,8 @@ inline fa::DeviceProblem check_problem(const fa::AttentionShape& shape, const Op
 // The bytes flash_attention_2 allocates: Q, K, V, O and L on the device and O, L copied back (on
 // the CPU path the "device" is host memory too). Never throws (saturates at 2^64 - 1).
 inline std::uint64_t memory_needed(const fa::AttentionShape& s) {
-  using fa::saturating_add, fa::saturating_mul;
-  const std::uint64_t heads = saturating_mul(s.batch, s.heads);
-  const std::uint64_t q = saturating_mul(heads, saturating_mul(s.seq_len_q, s.head_dim));
-  const std::uint64_t k = saturating_mul(heads, saturating_mul(s.seq_len_k, s.head_dim));
-  const std::uint64_t L = saturating_mul(heads, s.seq_len_q);
-  // On the device: Q, K, V, O, L; copied back: O, L.
-  const std::uint64_t floats =
-      saturating_add(saturating_add(saturating_mul(3, q), saturating_mul(2, k)), saturating_mul(2, L));
-  return saturating_mul(sizeof(float), floats);
+  const fa::AttentionCounts n = fa::attention_counts(s);
+  return fa::bytes_of(sizeof(float) * (3 * n.q + 2 * n.k + 2 * n.rows));  // Q, K, V, O, L; O, L back
 }
 
 // O = softmax(Q K^T * scale) V and L by the FlashAttention-2 forward kernel, which never writes

@@ -148,17 +148,24 @@ inline std::uint64_t standard_attention_bytes(const TrafficCase& c) {
   return e * (2 * N * d + 4 * N * N + 2 * N * d);
 }
 
+// A closed form below assumes that its block (Br or Bc) divides seq_len: throws
+// std::invalid_argument naming `who` and the walk that counts every seq_len when it does not, and
+// as check_traffic_case.
+inline void check_closed_form(const char* who, const TrafficCase& c, const char* block_name, std::int64_t block,
+                              const char* walk) {
+  check_traffic_case(c);
+  if (c.seq_len % block != 0) {
+    throw std::invalid_argument(fmt::format(
+        "{}: seq_len {} is not a multiple of {} {}; the closed form assumes it is: {} counts every seq_len exactly",
+        who, c.seq_len, block_name, block, walk));
+  }
+}
+
 // FlashAttention-2 without L2 reuse: e (2Nd + 2N^2 d / Br) bytes. Assumes Br divides N (see the
 // header comment for a short last block); throws std::invalid_argument when it does not, or as
 // check_traffic_case. Source: Dao 2023, section 3.1 and Algorithm 1.
 inline std::uint64_t fa2_bytes_closed_form(const TrafficCase& c) {
-  check_traffic_case(c);
-  if (c.seq_len % c.Br != 0) {
-    throw std::invalid_argument(
-        fmt::format("fa2_bytes_closed_form: seq_len {} is not a multiple of Br {}; the closed form assumes it "
-                    "is: walk_fa2 counts every seq_len exactly",
-                    c.seq_len, c.Br));
-  }
+  check_closed_form("fa2_bytes_closed_form", c, "Br", c.Br, "walk_fa2");
   const std::uint64_t N = c.seq_len, d = c.head_dim, e = c.bytes, Br = c.Br;
   return e * (2 * N * d + 2 * N * N * d / Br);
 }
@@ -177,13 +184,7 @@ inline std::uint64_t floor_bytes(const TrafficCase& c) {
 // With Bc = Theta(M/d) the Q and O terms are Theta(N^2 d^2 / M): Dao et al. 2022, Theorem 2.
 // Assumes Bc divides N; throws std::invalid_argument when it does not, or as check_traffic_case.
 inline std::uint64_t fa1_bytes_closed_form(const TrafficCase& c) {
-  check_traffic_case(c);
-  if (c.seq_len % c.Bc != 0) {
-    throw std::invalid_argument(
-        fmt::format("fa1_bytes_closed_form: seq_len {} is not a multiple of Bc {}; the closed form assumes it "
-                    "is: walk_fa1 counts every seq_len exactly",
-                    c.seq_len, c.Bc));
-  }
+  check_closed_form("fa1_bytes_closed_form", c, "Bc", c.Bc, "walk_fa1");
   const std::uint64_t N = c.seq_len, d = c.head_dim, e = c.bytes, s = c.stat_bytes;
   const std::uint64_t Tc = N / c.Bc;
   return e * (2 * N * d + Tc * N * d + (Tc - 1) * N * d + Tc * N * d) + s * (2 * N * (Tc - 1) + 2 * N * Tc);
@@ -291,12 +292,8 @@ inline Traffic walk_fa1(const TrafficCase& c, const TileVisitor& visit = {}) {
 // One launch of flash_attention_2.cuh's kernel, as the kernel sees it: any seq_len_q and
 // seq_len_k, the causal mask, batch and heads folded into batch_heads; float32 (4 bytes).
 struct KernelCase {
-  std::int64_t batch_heads = 1;
-  std::int64_t seq_len_q = 256;
-  std::int64_t seq_len_k = 256;
-  std::int64_t head_dim = 64;
-  std::int64_t Br = 64;
-  std::int64_t Bc = 64;
+  std::int64_t batch_heads = 1, seq_len_q = 256, seq_len_k = 256, head_dim = 64;
+  std::int64_t Br = 64, Bc = 64;  // the tile
   bool causal = false;
 };
 

@@ -50,8 +50,8 @@
 // of row r computes keys lane, lane+4, ... of the tile, and owns dQ_i's columns lane, lane+4, ...
 //
 // Shared memory (dynamic, floats), rows padded by one as in chapter 05:
-//   dk_dv_kernel: K_j, V_j [Bc][head_dim+1], Q_i, dO_i [Br][head_dim+1], P, dS [Br][Bc+1], L_i, D_i [Br]
-//   dq_kernel:    Q_i, dO_i [Br][head_dim+1], K_j, V_j [Bc][head_dim+1], dS [Br][Bc+1], L_i, D_i [Br]
+//   dk_dv_kernel: K_j, V_j [Bc][head_dim+1], Q_i, dO_i [Br][head_dim+1], dS, P [Br][Bc+1], L_i, D_i [Br]
+//   dq_kernel:    the same without P (SharedTiles, below)
 //
 // Rows that see no key: the forward pass gives them L = -inf. exp(S - L) would be exp(+inf) there,
 // and +inf * 0 later gives NaN; line 11 (in both kernels) gives such a row P = 0 without computing the exp, so
@@ -79,13 +79,27 @@ namespace ch07::SIMT_BACKEND {
 inline constexpr int kThreadsPerRow = 4;
 inline constexpr int kPreprocessThreads = 128;  // query rows per block of preprocess_kernel
 
-// Floats of dynamic shared memory of one block of each kernel.
-constexpr std::size_t dk_dv_shared_floats(int head_dim, int Br, int Bc) {
-  return 2u * Bc * (head_dim + 1) + 2u * Br * (head_dim + 1) + 2u * Br * (Bc + 1) + 2u * Br;
-}
-constexpr std::size_t dq_shared_floats(int head_dim, int Br, int Bc) {
-  return 2u * Br * (head_dim + 1) + 2u * Bc * (head_dim + 1) + static_cast<std::size_t>(Br) * (Bc + 1) + 2u * Br;
-}
+// A block's dynamic shared memory (floats), carved in this order, rows padded by one as in chapter 05:
+// K_j, V_j [Bc][HEAD_DIM+1], Q_i, dO_i [Br][HEAD_DIM+1], dS [Br][Bc+1], P [Br][Bc+1] (the dK, dV
+// kernel only: WITH_P), L_i, D_i [Br].
+template <int HEAD_DIM, int Br, int Bc, bool WITH_P>
+struct SharedTiles {
+  static constexpr int kStride = HEAD_DIM + 1;  // a padded row of K_j, V_j, Q_i, dO_i
+  static constexpr int kPStride = Bc + 1;       // a padded row of P and dS
+  static constexpr std::size_t floats() {
+    return 2u * Bc * kStride + 2u * Br * kStride + (WITH_P ? 2u : 1u) * Br * kPStride + 2u * Br;
+  }
+  float *Kj, *Vj, *Qi, *dOi, *dSs, *Ps, *Li, *Di;
+  __device__ explicit SharedTiles(float* shared)
+      : Kj(shared),
+        Vj(Kj + Bc * kStride),
+        Qi(Vj + Bc * kStride),
+        dOi(Qi + Br * kStride),
+        dSs(dOi + Br * kStride),
+        Ps(dSs + Br * kPStride),
+        Li(Ps + (WITH_P ? Br * kPStride : 0)),
+        Di(Li + Br) {}
+};
 
 // Lines 3-4. Grid: (ceil(seq_len_q / kPreprocessThreads), batch * heads); block: kPreprocessThreads.
 // One thread per query row: D[row] = sum_d dO[row][d] * O[row][d] (d = 0, 1, ... in order), and
@@ -146,7 +160,8 @@ __device__ __forceinline__ PdS tile_dS(const float* q, const float* k, const flo
 }
 
 // Lines 5-18 (line 15 only with ATOMIC_DQ). Grid: (ceil(seq_len_k / Bc), batch * heads); block:
-// Bc * kThreadsPerRow threads; dynamic shared memory dk_dv_shared_floats(HEAD_DIM, Br, Bc) * 4 bytes.
+// Bc * kThreadsPerRow threads; dynamic shared memory SharedTiles<HEAD_DIM, Br, Bc, true>::floats() * 4
+// bytes.
 // Q, dO, dQ: [batch*heads, seq_len_q, HEAD_DIM]; K, V, dK, dV: [batch*heads, seq_len_k, HEAD_DIM];
 // L, D: [batch*heads, seq_len_q]; row-major float32 in global memory. dQ must hold zeros (line 3).
 template <int HEAD_DIM, int Br, int Bc, bool ATOMIC_DQ>
@@ -155,21 +170,14 @@ __global__ void dk_dv_kernel(const float* __restrict__ Q, const float* __restric
                              float* __restrict__ dQ, float* __restrict__ dK, float* __restrict__ dV, int seq_len_q,
                              int seq_len_k, float scale, bool causal) {
   static_assert(HEAD_DIM % kThreadsPerRow == 0 && Br % kThreadsPerRow == 0);
+  using Tiles = SharedTiles<HEAD_DIM, Br, Bc, true>;
   constexpr int kThreads = Bc * kThreadsPerRow;
-  constexpr int kStride = HEAD_DIM + 1;  // padded row of K_j, V_j, Q_i, dO_i
-  constexpr int kPStride = Bc + 1;       // padded row of P and dS
+  constexpr int kStride = Tiles::kStride, kPStride = Tiles::kPStride;
   constexpr int kRowsPerThread = Br / kThreadsPerRow;
   constexpr int kCols = HEAD_DIM / kThreadsPerRow;
 
   SIMT_DYNAMIC_SHARED(float, shared);
-  float* Kj = shared;               // [Bc][kStride]
-  float* Vj = Kj + Bc * kStride;    // [Bc][kStride]
-  float* Qi = Vj + Bc * kStride;    // [Br][kStride]
-  float* dOi = Qi + Br * kStride;   // [Br][kStride]
-  float* Ps = dOi + Br * kStride;   // [Br][kPStride]
-  float* dSs = Ps + Br * kPStride;  // [Br][kPStride]
-  float* Li = dSs + Br * kPStride;  // [Br]
-  float* Di = Li + Br;              // [Br]
+  const auto [Kj, Vj, Qi, dOi, dSs, Ps, Li, Di] = Tiles(shared);
 
   const int tid = static_cast<int>(threadIdx.x);
   const int c = tid / kThreadsPerRow;     // this thread's key within the block
@@ -260,26 +268,19 @@ __global__ void dk_dv_kernel(const float* __restrict__ Q, const float* __restric
 // element summed over the key blocks in order j = 0, 1, ..., so the same bits come out whatever
 // order the blocks and threads run in. Grid:
 // (ceil(seq_len_q / Br), batch * heads); block: Br * kThreadsPerRow threads; dynamic shared memory
-// dq_shared_floats(HEAD_DIM, Br, Bc) * 4 bytes. Shapes as dk_dv_kernel.
+// SharedTiles<HEAD_DIM, Br, Bc, false>::floats() * 4 bytes. Shapes as dk_dv_kernel.
 template <int HEAD_DIM, int Br, int Bc>
 __global__ void dq_kernel(const float* __restrict__ Q, const float* __restrict__ K, const float* __restrict__ V,
                           const float* __restrict__ L, const float* __restrict__ dO, const float* __restrict__ D,
                           float* __restrict__ dQ, int seq_len_q, int seq_len_k, float scale, bool causal) {
   static_assert(HEAD_DIM % kThreadsPerRow == 0 && Bc % kThreadsPerRow == 0);
+  using Tiles = SharedTiles<HEAD_DIM, Br, Bc, false>;
   constexpr int kThreads = Br * kThreadsPerRow;
-  constexpr int kStride = HEAD_DIM + 1;
-  constexpr int kPStride = Bc + 1;
   constexpr int kKeysPerThread = Bc / kThreadsPerRow;
   constexpr int kCols = HEAD_DIM / kThreadsPerRow;
 
   SIMT_DYNAMIC_SHARED(float, shared);
-  float* Qi = shared;               // [Br][kStride]
-  float* dOi = Qi + Br * kStride;   // [Br][kStride]
-  float* Kj = dOi + Br * kStride;   // [Bc][kStride]
-  float* Vj = Kj + Bc * kStride;    // [Bc][kStride]
-  float* dSs = Vj + Bc * kStride;   // [Br][kPStride]
-  float* Li = dSs + Br * kPStride;  // [Br]
-  float* Di = Li + Br;              // [Br]
+  const auto [Kj, Vj, Qi, dOi, dSs, Ps, Li, Di] = Tiles(shared);  // (no P here: Ps is L_i)
 
   const int tid = static_cast<int>(threadIdx.x);
   const int r = tid / kThreadsPerRow;  // this thread's query row within the block
@@ -315,15 +316,16 @@ __global__ void dq_kernel(const float* __restrict__ Q, const float* __restrict__
     for (int n = 0; n < kKeysPerThread; ++n) {
       const int c = lane + kThreadsPerRow * n;
       const int j = j0 + c;
-      dSs[r * kPStride + c] = tile_dS<HEAD_DIM>(&Qi[r * kStride], &Kj[c * kStride], &dOi[r * kStride], &Vj[c * kStride],
-                                                Li[r], Di[r], scale, j < visible)
-                                  .dS;
+      dSs[r * Tiles::kPStride + c] =
+          tile_dS<HEAD_DIM>(&Qi[r * Tiles::kStride], &Kj[c * Tiles::kStride], &dOi[r * Tiles::kStride],
+                            &Vj[c * Tiles::kStride], Li[r], Di[r], scale, j < visible)
+              .dS;
     }
     __syncthreads();  // the row's dS is complete (written by its 4 threads)
     // Line 15: dQ_i += dS K_j for this thread's columns, keys in order cc = 0, 1, ...
     for (int cc = 0; cc < Bc; ++cc) {
-      const float ds = dSs[r * kPStride + cc];
-      for (int n = 0; n < kCols; ++n) dq[n] += ds * Kj[cc * kStride + lane + kThreadsPerRow * n];
+      const float ds = dSs[r * Tiles::kPStride + cc];
+      for (int n = 0; n < kCols; ++n) dq[n] += ds * Kj[cc * Tiles::kStride + lane + kThreadsPerRow * n];
     }
   }
 
@@ -352,7 +354,7 @@ void launch_backward(const float* Q, const float* K, const float* V, const float
 
     const auto launch_dk_dv = [&]<bool ATOMIC_DQ>() {
       constexpr auto kernel = dk_dv_kernel<k.head_dim, Br, Bc, ATOMIC_DQ>;
-      const std::size_t bytes = dk_dv_shared_floats(k.head_dim, Br, Bc) * sizeof(float);
+      const std::size_t bytes = SharedTiles<k.head_dim, Br, Bc, true>::floats() * sizeof(float);
       simt::set_max_dynamic_shared_bytes<kernel>(bytes);
       simt::launch<kernel>(mode, dim3(blocks(p.seq_len_k, Bc), heads), dim3(Bc * kThreadsPerRow), bytes, Q, K, V, L, dO,
                            static_cast<const float*>(D), dQ, dK, dV, p.seq_len_q, p.seq_len_k, p.scale, p.causal);
@@ -361,7 +363,7 @@ void launch_backward(const float* Q, const float* K, const float* V, const float
     launch_dk_dv.template operator()<false>();
 
     constexpr auto dq = dq_kernel<k.head_dim, Br, Bc>;
-    const std::size_t bytes = dq_shared_floats(k.head_dim, Br, Bc) * sizeof(float);
+    const std::size_t bytes = SharedTiles<k.head_dim, Br, Bc, false>::floats() * sizeof(float);
     simt::set_max_dynamic_shared_bytes<dq>(bytes);
     simt::launch<dq>(mode, dim3(blocks(p.seq_len_q, Br), heads), dim3(Br * kThreadsPerRow), bytes, Q, K, V, L, dO,
                      static_cast<const float*>(D), dQ, p.seq_len_q, p.seq_len_k, p.scale, p.causal);

@@ -9,6 +9,7 @@
 
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <span>
 #include <stdexcept>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "common/chapter.h"
+#include "common/memory.h"
 #include "common/simt/launch_mode.h"
 #include "common/simt/profiled_copy.h"
 #include "common/tensor.h"
@@ -93,6 +95,15 @@ inline DeviceProblem check_problem(const fa::AttentionShape& shape, const Option
   const fa::Tile tile = tile_for_head_dim(static_cast<int>(shape.head_dim));
   return {fa::device_problem("attention backward", shape, options.scale, options.causal, tile, kCompiled),
           options.dq == DqMethod::deterministic};
+}
+
+// The bytes flash_attention_2_backward allocates: Q, K, V, O, L, dO, and dQ, dK, dV, D on the device,
+// and dQ, dK, dV, D copied back (on the CPU path the "device" is host memory too). Never throws
+// (saturates at 2^64 - 1).
+inline std::uint64_t memory_needed(const fa::AttentionShape& s) {
+  const fa::AttentionCounts n = fa::attention_counts(s);
+  // On the device: Q, O, dO, dQ and K, V, dK, dV, and L, D; copied back: dQ, dK, dV, D.
+  return fa::bytes_of(sizeof(float) * (5 * n.q + 6 * n.k + 3 * n.rows));
 }
 
 // dQ, dK, dV of a loss whose gradient with respect to O = softmax(Q K^T * scale) V is dO, by the

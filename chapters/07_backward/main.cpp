@@ -4,11 +4,12 @@
 //   ch07_backward                                       random inputs, the GPU if there is one
 //   ch07_backward --device cpu --seq-q 203 --seq-k 113 --causal --deterministic
 //   ch07_backward --q q.npy --k k.npy --v v.npy --do do.npy --dq dq.npy --dk dk.npy --dv dv.npy
+//   ch07_backward --out o.npy                           ... and chapter 05's forward O
 //   ch07_backward --summary tour.tsv                    ... and append the check to tour.tsv
 //
 // The check at the end: dQ, dK and dV each against the float64 gradient (reference.h), within the
 // bounds of gradient_check.h, the ones tests/07_backward_test.cpp uses. Exit status 1 on FAIL or an
-// error, 2 for a refused flag (common/program.h).
+// error, 2 for anything refused before the work (common/chapter.h, Program).
 #include <cstdint>
 #include <exception>
 #include <optional>
@@ -25,26 +26,18 @@
 #include "chapters/07_backward/gradient_check.h"
 #include "chapters/07_backward/reference.h"
 #include "chapters/07_backward/traffic_model.h"
-#include "common/attention_cli.h"
-#include "common/demo.h"
+#include "common/chapter.h"
 #include "common/npy.h"
 #include "common/profile_cli.h"
-#include "common/program.h"
 #include "common/random.h"
 
 namespace {
 
-// dO from --do (its shape must be Q's), or drawn normal(0, 1) from the seed after Q's, K's and V's.
-// Throws std::runtime_error for a file that cannot be read, std::invalid_argument for a wrong shape
-// (both messages name the file).
+// dO from --do (its shape, checked before any work, is Q's), or drawn normal(0, 1) from the seed
+// after Q's, K's and V's. Throws std::runtime_error for a file that cannot be read.
 fa::Tensor4<float> load_or_draw_dO(const std::string& path, const fa::Shape4& q_shape, std::uint64_t seed) {
   if (path.empty()) return fa::Tensor4<float>(q_shape, fa::normal<float>(q_shape.size(), seed + 3));
-  fa::Tensor4<float> dO = fa::read_npy_f32_4d(path);
-  if (dO.shape != q_shape) {
-    throw std::invalid_argument(
-        fmt::format("--do {}: shape {}, but dO must have Q's shape {}", path, dO.shape.str(), q_shape.str()));
-  }
-  return dO;
+  return fa::read_npy_f32_4d(path);
 }
 
 void print_traffic(const ch07::TrafficCase& c) {
@@ -61,90 +54,118 @@ void print_traffic(const ch07::TrafficCase& c) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  fa::demo::Program program(
-      "Chapter 07: the FlashAttention-2 backward pass: dQ, dK, dV recomputed tile by tile from the forward's L, "
-      "checked against a float64 gradient.");
+  fa::Program program(7, R"(Chapter 07: the FlashAttention-2 backward pass: dQ, dK, dV recomputed tile by tile
+from the forward's L, checked against a float64 gradient.)");
   CLI::App& app = program.app();
-  fa::AttentionCli cli;
-  fa::add_attention_flags(app, cli);
-  fa::add_profile_flags(app, cli.device);  // --profile, --profile-json, --racecheck (common/profile_cli.h)
-  std::string do_path, dq_path, dk_path, dv_path;
+  fa::AttentionFlags flags;
+  flags.add_to(app);
+  fa::add_profile_flags(app, flags.device);  // --profile, --profile-json, --racecheck (common/profile_cli.h)
+  std::string do_path;
   bool deterministic = false;
   app.add_option("--do", do_path,
                  "dO, the gradient of the loss with respect to O, as a .npy file "
-                 "(float32, Q's shape; default: normal(0, 1) from the seed)");
-  app.add_option("--dq", dq_path, "write dQ to this .npy file");
-  app.add_option("--dk", dk_path, "write dK to this .npy file");
-  app.add_option("--dv", dv_path, "write dV to this .npy file");
+                 "(float32, Q's shape; default: normal(0, 1) from the seed)")
+      ->check(CLI::Validator([](std::string& text) { return text.empty() ? std::string("the path is empty") : ""; }, "",
+                             "file"));
+  fa::Output& out_O = program.add_output("--out", "O (chapter 05's forward)");
+  fa::Output& out_dQ = program.add_output("--dq", "dQ");
+  fa::Output& out_dK = program.add_output("--dk", "dK");
+  fa::Output& out_dV = program.add_output("--dv", "dV");
   app.add_flag("--deterministic", deterministic,
                "dQ from its own kernel (query blocks outside): the same bits on every run");
+  ch07::DqMethod method{};  // from the flags, once they are parsed
+  fa::Device device{};
+  fa::AttentionShape shape;
 
-  return program.run(argc, argv, [&]() -> std::optional<fa::demo::Check> {
-    const fa::Device device = fa::chosen_device(cli);
-    const fa::AttentionProblem in = fa::load_or_draw(cli);
+  // Everything this run needs, checked before anything is allocated.
+  const auto before_work = [&](fa::Plan& plan) -> std::optional<fa::Banner> {
+    method = deterministic ? ch07::DqMethod::deterministic : ch07::DqMethod::atomic;
+    device = flags.chosen_device();
+    if (!fa::profile_json_path().empty()) plan.add_output("--profile-json", fa::profile_json_path());
+    shape = flags.plan(plan);
     try {
-      (void)ch07::check_problem(fa::check_attention_shapes(in.Q.shape, in.K.shape, in.V.shape),
-                                {cli.scale, cli.causal});
+      (void)ch07::check_problem(shape, {flags.scale, flags.causal, method});
+      (void)ch05::check_problem(shape, {flags.scale, flags.causal});
     } catch (const std::invalid_argument& e) {
-      if (cli.q_path.empty()) throw;
-      throw std::invalid_argument(fmt::format("{}: {}", in.origin, e.what()));  // name the files
+      if (flags.q_path.empty()) throw;
+      throw std::invalid_argument(fmt::format("{}, {}, {}: {}", flags.q_path, flags.k_path, flags.v_path, e.what()));
     }
-    const fa::Tensor4<float> dO = load_or_draw_dO(do_path, in.Q.shape, cli.seed);
-    const std::size_t seq_len_k = in.K.shape.seq_len;
-    const ch07::DqMethod method = deterministic ? ch07::DqMethod::deterministic : ch07::DqMethod::atomic;
+    const fa::Shape4 q_shape{shape.batch, shape.heads, shape.seq_len_q, shape.head_dim};
+    if (!do_path.empty()) {
+      const fa::Shape4 do_shape = fa::read_npy_shape(do_path);
+      if (do_shape != q_shape) {
+        throw std::invalid_argument(
+            fmt::format("--do {}: shape {}, but dO must have Q's shape {}", do_path, do_shape.str(), q_shape.str()));
+      }
+      plan.add_input("--do", do_path);
+    }
+    plan.memory.add("dO (float32)", fa::saturating_mul(sizeof(float), q_shape.size()));
+    plan.memory.add("chapter 05's forward (Q, K, V, O, L and the copies back)", ch05::memory_needed(shape));
+    plan.memory.add("the backward kernels (inputs, dQ, dK, dV, D and the copies back)", ch07::memory_needed(shape));
+    plan.memory.add("the float64 gradient and its forward, and the float32 evaluation", ch07::reference_memory(shape));
+    return fa::Banner{
+        "the backward pass: dQ, dK, dV from the saved logsumexp L",
+        R"(Chapter 05's forward kernel gives O and L = m + log(l). The backward pass recomputes each tile of
+P = exp(S - L) from Q, K and L alone, and turns dO into dV = P^T dO, dS = P * (dP - D) with
+D = rowsum(dO * O), dK = dS^T Q * scale and dQ = dS K * scale. A thread block owns Bc keys and
+keeps their dK, dV on chip while the query blocks stream past; dQ is summed by atomicAdd, or
+(--deterministic) by a second kernel that owns query rows. Each gradient is compared with a
+float64 gradient built on chapter 03, within a bound set by a plain float32 evaluation.)"};
+  };
 
-    fa::demo::print_heading(7, "the backward pass: dQ, dK, dV from the saved logsumexp L");
-    fa::demo::print_shows(
-        "Chapter 05's forward kernel gives O and L = m + log(l). The backward pass recomputes each tile of\n"
-        "P = exp(S - L) from Q, K and L alone, and turns dO into dV = P^T dO, dS = P * (dP - D) with\n"
-        "D = rowsum(dO * O), dK = dS^T Q * scale and dQ = dS K * scale. A thread block owns Bc keys and\n"
-        "keeps their dK, dV on chip while the query blocks stream past; dQ is summed by atomicAdd, or\n"
-        "(--deterministic) by a second kernel that owns query rows. Each gradient is compared with a\n"
-        "float64 gradient built on chapter 03, within a bound set by a plain float32 evaluation.");
+  return program.run(argc, argv, before_work, [&]() -> std::optional<fa::Check> {
+    const fa::AttentionFlags::Inputs in = flags.load();
+    const fa::Tensor4<float> dO = load_or_draw_dO(do_path, in.Q.shape, flags.seed);
+    const std::size_t seq_len_k = in.K.shape.seq_len;
     fmt::print("Q {}, K and V with seq_len {}{}; inputs: {}; dO: {}; device: {}\n", in.Q.shape.str(), seq_len_k,
-               cli.causal ? ", causal" : "", in.origin,
-               do_path.empty() ? fmt::format("normal(0, 1), seed {}", cli.seed + 3) : do_path, fa::to_string(device));
+               flags.causal ? ", causal" : "", in.origin,
+               do_path.empty() ? fmt::format("normal(0, 1), seed {}", flags.seed + 3) : do_path, fa::to_string(device));
     fmt::print("dQ: {}\n\n", deterministic ? "deterministic (the dq kernel, query blocks outside: same bits every run)"
                                            : "atomic (atomicAdd from the dK, dV kernel: the order of the adds varies)");
 
-    const ch05::Result forward = ch05::flash_attention_2(in.Q, in.K, in.V, {cli.scale, cli.causal}, device);
-    const ch07::Gradients g = ch07::flash_attention_2_backward(in.Q, in.K, in.V, forward.O, forward.L, dO,
-                                                               {cli.scale, cli.causal, method}, device);
+    ch05::Result forward = ch05::flash_attention_2(in.Q, in.K, in.V, {flags.scale, flags.causal}, device);
+    ch07::Gradients g = ch07::flash_attention_2_backward(in.Q, in.K, in.V, forward.O, forward.L, dO,
+                                                         {flags.scale, flags.causal, method}, device);
     fmt::print(
         "time: {:.3f} ms for the backward pass, {:.3f} ms for chapter 05's forward ({}; wall clock of one "
         "run, not a benchmark)\n",
         g.elapsed_ms, forward.elapsed_ms, fa::to_string(device));
 
-    const double scale = cli.scale.value_or(fa::default_scale(in.Q.shape.head_dim));
+    const double scale = flags.scale.value_or(fa::default_scale(in.Q.shape.head_dim));
     const ch07::GradientsOf<double> reference =
-        ch07::attention_backward_reference(in.Q, in.K, in.V, dO, scale, cli.causal);
+        ch07::attention_backward_reference(in.Q, in.K, in.V, dO, scale, flags.causal);
     const ch07::GradientsOf<float> float32 =
-        ch07::attention_backward_float32(in.Q, in.K, in.V, dO, forward.O, forward.L, scale, cli.causal);
+        ch07::attention_backward_float32(in.Q, in.K, in.V, dO, forward.O, forward.L, scale, flags.causal);
     const ch07::GradientChecks checks = ch07::check_gradients(g, reference, float32);
     fmt::print("agreement with the float64 gradient (bound = 2 x the float32 evaluation's error + {:.1g}):\n",
                fa::kFloat32UnitRoundoff);
     fmt::print("  dQ: {}\n  dK: {}\n  dV: {}\n", ch07::describe(checks.dQ), ch07::describe(checks.dK),
                ch07::describe(checks.dV));
 
+    const std::initializer_list<std::span<const float>> inputs{in.Q.values, in.K.values, in.V.values, dO.values};
+    const bool overflowed = fa::report_overflow("dQ", g.dQ.values, inputs) ||
+                            fa::report_overflow("dK", g.dK.values, inputs) ||
+                            fa::report_overflow("dV", g.dV.values, inputs);
+
     if (in.Q.shape.seq_len == seq_len_k) {
       const fa::Tile tile = ch07::tile_for_head_dim(static_cast<int>(in.Q.shape.head_dim));
       print_traffic({static_cast<std::int64_t>(seq_len_k), static_cast<std::int64_t>(in.Q.shape.head_dim), tile.Br,
                      tile.Bc, 4, 4});
     }
-    for (const auto& [path, tensor, name] :
-         {std::tuple{dq_path, &g.dQ, "dQ"}, std::tuple{dk_path, &g.dK, "dK"}, std::tuple{dv_path, &g.dV, "dV"}}) {
-      if (path.empty()) continue;
-      fa::write_npy_f32(path, *tensor);
-      fmt::print("wrote {} to {}\n", name, path);
-    }
+    out_O.write(std::move(forward.O));
+    out_dQ.write(std::move(g.dQ));
+    out_dK.write(std::move(g.dK));
+    out_dV.write(std::move(g.dV));
 
     const std::size_t not_finite = checks.dQ.not_finite + checks.dK.not_finite + checks.dV.not_finite;
-    return fa::demo::Check{
+    return fa::Check{
         "07",
         fmt::format("backward ({}, {} dQ) vs float64 gradient", fa::to_string(device),
                     deterministic ? "deterministic" : "atomic"),
         fmt::format("dQ {:.2g}, dK {:.2g}, dV {:.2g} (rel L2){}", checks.dQ.error.rel_l2, checks.dK.error.rel_l2,
                     checks.dV.error.rel_l2, not_finite > 0 ? fmt::format(", {} NaN or inf", not_finite) : ""),
-        fmt::format("{:.1e}, {:.1e}, {:.1e}", checks.dQ.bound, checks.dK.bound, checks.dV.bound), checks.pass()};
+        fmt::format("{}, {}, {}", fa::bound_text(checks.dQ.bound, "{:.1e}"), fa::bound_text(checks.dK.bound, "{:.1e}"),
+                    fa::bound_text(checks.dV.bound, "{:.1e}")),
+        checks.pass() && !overflowed};
   });
 }

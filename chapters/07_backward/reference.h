@@ -26,6 +26,7 @@
 #include <cmath>
 #include <concepts>
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <span>
 #include <stdexcept>
@@ -119,6 +120,13 @@ GradientsOf<double> attention_backward_reference(const fa::Tensor4<In>& Q, const
   const ch03::AttentionResult forward = ch03::attention(Q, K, V, {.scale = scale, .causal = causal});
   const double s = scale.value_or(fa::default_scale(Q.shape.head_dim));
   return backward_by_rows<double>(Q, K, V, dO, forward.O, std::span<const double>(forward.L), s, causal, d_from);
+}
+
+// The bytes attention_backward_reference and attention_backward_float32 allocate together: chapter
+// 03's forward in double, the gradients and D in double and in float. Never throws (saturates).
+inline std::uint64_t reference_memory(const fa::AttentionShape& s) {
+  const fa::AttentionCounts n = fa::attention_counts(s);
+  return fa::saturating_add(ch03::memory_needed(s), fa::bytes_of((8 + 4) * (n.q + 2 * n.k + n.rows)));
 }
 
 // A plain float32 evaluation of the kernel's formulas (D = rowsum(dO * O)), from the kernel's forward

@@ -36,18 +36,24 @@ std::optional<std::uint64_t> parse_number(std::string_view text) {
   return value;
 }
 
+// What an API call set (the Settings member), else the environment variable `name` as `parse`
+// reads it (throwing for a malformed value), else `fallback` when it is unset or empty.
+template <class T, class Parse>
+T setting(std::optional<T> Settings::*member, const char* name, T fallback, const Parse& parse) {
+  {
+    std::scoped_lock lock(settings().mutex);
+    if (settings().*member) return *(settings().*member);
+  }
+  const char* env = std::getenv(name);
+  if (env == nullptr || *env == '\0') return fallback;
+  return parse(std::string_view(env));
+}
+
 }  // namespace
 
 std::string_view to_string(Schedule s) {
-  switch (s) {
-    case Schedule::in_order:
-      return "in_order";
-    case Schedule::reverse:
-      return "reverse";
-    case Schedule::random:
-      return "random";
-  }
-  return "?";
+  constexpr std::string_view kNames[] = {"in_order", "reverse", "random"};  // in the order of Schedule
+  return kNames[static_cast<int>(s)];
 }
 
 ScheduleChoice parse_schedule(std::string_view text) {
@@ -73,17 +79,13 @@ void reset_schedule() {
 }
 
 ScheduleChoice current_schedule_choice() {
-  {
-    std::scoped_lock lock(settings().mutex);
-    if (settings().schedule) return *settings().schedule;
-  }
-  const char* env = std::getenv("SIMT_SCHEDULE");
-  if (env == nullptr || *env == '\0') return {};
-  try {
-    return parse_schedule(env);
-  } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument(std::string("SIMT_SCHEDULE: ") + e.what());
-  }
+  return setting(&Settings::schedule, "SIMT_SCHEDULE", ScheduleChoice{}, [](std::string_view text) {
+    try {
+      return parse_schedule(text);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(std::string("SIMT_SCHEDULE: ") + e.what());
+    }
+  });
 }
 
 Schedule current_schedule() { return current_schedule_choice().schedule; }
@@ -103,19 +105,15 @@ void reset_host_threads() {
 }
 
 unsigned host_threads() {
-  {
-    std::scoped_lock lock(settings().mutex);
-    if (settings().threads) return *settings().threads;
-  }
-  if (const char* env = std::getenv("SIMT_THREADS"); env != nullptr && *env != '\0') {
-    const auto n = parse_number(env);
+  const unsigned fallback = std::clamp(std::thread::hardware_concurrency(), 1u, 8u);
+  return setting(&Settings::threads, "SIMT_THREADS", fallback, [](std::string_view text) {
+    const auto n = parse_number(text);
     if (!n || *n < 1 || *n > max_host_threads) {
-      throw std::invalid_argument("SIMT_THREADS='" + std::string(env) + "': accepted values are 1 to " +
+      throw std::invalid_argument("SIMT_THREADS='" + std::string(text) + "': accepted values are 1 to " +
                                   std::to_string(max_host_threads));
     }
     return static_cast<unsigned>(*n);
-  }
-  return std::clamp(std::thread::hardware_concurrency(), 1u, 8u);
+  });
 }
 
 }  // namespace cpu
