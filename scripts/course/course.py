@@ -400,8 +400,9 @@ def run_program(build: Path, program: str, tag: str, timeout: float) -> Outcome:
 
 
 def grade_exercise(build: Path, exercise: Exercise, targets: set[str], timeout: float, jobs: int | None) -> Outcome:
-    """Builds and runs the tests of one exercise: its programs, then the race checker's where the build
-    has it. Passed when every test case tagged [exNN.k] passes."""
+    """Builds and runs the tests of one exercise: its programs' test cases tagged [exNN.k], then, once
+    those pass, the [racecheck] cases of its race-checker programs where the build has them. Passed
+    when all of them pass, within `timeout` seconds of tests in all."""
     start = time.monotonic()
     notes = []
     racecheck = [p for p in exercise.racecheck if p in targets]
@@ -411,21 +412,23 @@ def grade_exercise(build: Path, exercise: Exercise, targets: set[str], timeout: 
     missing = [p for p in exercise.programs if p not in targets]
     if missing:
         return Outcome(False, f"the build has no test program {', '.join(missing)}", time.monotonic() - start)
-    error = build_targets(build, exercise.programs + racecheck, jobs)
-    if error:
-        return Outcome(False, error, time.monotonic() - start)
     ran = 0.0
     # The exercise's own test cases, then the chapter's kernels under the race checker (its test cases
     # are tagged [racecheck]: they run every kernel of the chapter, so they come after the exercise's
-    # own, whose message says more).
-    runs = [(p, exercise.tag) for p in exercise.programs] + [(p, RACECHECK_TAG) for p in racecheck]
-    for program, tag in runs:
-        outcome = run_program(build, program, tag, timeout - ran)
-        ran += outcome.seconds
-        if not outcome.passed:
-            return Outcome(False, outcome.message, ran, outcome.timed_out)
-        if ran >= timeout:
-            return Outcome(False, f"timed out after {timeout:g} s", ran, True)
+    # own, whose message says more; and they are built only once those pass).
+    for programs, tag in ((exercise.programs, exercise.tag), (racecheck, RACECHECK_TAG)):
+        if not programs:
+            continue
+        error = build_targets(build, programs, jobs)
+        if error:
+            return Outcome(False, error, ran)
+        for program in programs:
+            outcome = run_program(build, program, tag, timeout - ran)
+            ran += outcome.seconds
+            if not outcome.passed:
+                return Outcome(False, outcome.message, ran, outcome.timed_out)
+            if ran >= timeout:
+                return Outcome(False, f"timed out after {timeout:g} s", ran, True)
     return Outcome(True, "; ".join(notes), ran)
 
 
