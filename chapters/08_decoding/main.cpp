@@ -211,7 +211,6 @@ int main(int argc, char** argv) {
       "05's causal forward",
       1, std::numeric_limits<int>::max());
   steps_option->default_str("none")->excludes(lengths_option)->excludes(app.get_option("--seq-q"));
-  fa::add_profile_flags(app, flags.device);  // --profile, --profile-json, --racecheck (common/profile_cli.h)
 
   // From the flags, once they are parsed and checked.
   ch08::CacheType type{};
@@ -229,7 +228,9 @@ int main(int argc, char** argv) {
     const std::optional<fa::Tile> tile =
         tile_text.empty() ? std::nullopt : std::optional<fa::Tile>(fa::parse_tile(tile_text, ch08::kCompiled));
     device = flags.chosen_device();
-    if (device == fa::Device::cpu) {  // simt reads these at the first launch: a malformed one is refused now
+    // What fa::AttentionFlags::plan checks beside the shapes (which here it cannot plan: K and V have
+    // kv_heads heads, not Q's): simt's settings, read at the first launch, and the --profile-json file.
+    if (device == fa::Device::cpu) {
       (void)simt::current_schedule_choice();
       (void)simt::host_threads();
     }
