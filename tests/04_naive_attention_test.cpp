@@ -179,10 +179,21 @@ std::string describe(const KernelRun& r) {
          std::to_string(r.c.head_dim) + (r.c.causal ? ", causal" : "") + ", seed " + std::to_string(r.seed);
 }
 
-std::size_t count_nan(const std::vector<float>& values) {
-  std::size_t n = 0;
-  for (float x : values) n += std::isnan(x) ? 1 : 0;
-  return n;
+// Runs `check` on every grading run, once the run's `input` (what the kernel before the one under
+// test wrote: the scores kernel's S, the softmax kernel's P) holds no NaN: the kernel under test
+// reads it, and its check means nothing otherwise. `writer` names the exercise that writes it.
+template <typename Check>
+void for_each_run_on(std::vector<float> ch04::Result::*input, const char* name, const char* writer, Check check) {
+  for (const KernelRun& r : grading_runs()) {
+    INFO(describe(r));
+    {
+      std::size_t nan = 0;
+      for (float x : r.out.*input) nan += std::isnan(x) ? 1 : 0;
+      INFO(name << " holds " << nan << " NaN: " << writer << " must work first");
+      REQUIRE(nan == 0);
+    }
+    check(r);
+  }
 }
 
 }  // namespace
@@ -224,11 +235,7 @@ TEST_CASE("the scores kernel writes scale * Q K^T for every batch and head, -inf
 }
 
 TEST_CASE("the softmax kernel makes each row of P chapter 01's softmax of the same row of S", "[ch04][ex04.2]") {
-  for (const KernelRun& r : grading_runs()) {
-    INFO(describe(r));
-    // The kernel's own S is the input: it must hold numbers (or -inf) for this test to mean anything.
-    INFO("S holds " << count_nan(r.out.S) << " NaN: the scores kernel (exercise 04.1) must work first");
-    REQUIRE(count_nan(r.out.S) == 0);
+  for_each_run_on(&ch04::Result::S, "S", "the scores kernel (exercise 04.1)", [](const KernelRun& r) {
     const std::size_t n_k = r.c.seq_len_k;
     std::size_t wrong = 0;
     std::string first;
@@ -248,14 +255,11 @@ TEST_CASE("the softmax kernel makes each row of P chapter 01's softmax of the sa
     }
     INFO(wrong << " of " << r.out.P.size() << " weights wrong; the first: " << first);
     CHECK(wrong == 0);
-  }
+  });
 }
 
 TEST_CASE("the P V kernel makes O = P V from the kernel's own P", "[ch04][ex04.3]") {
-  for (const KernelRun& r : grading_runs()) {
-    INFO(describe(r));
-    INFO("P holds " << count_nan(r.out.P) << " NaN: the softmax kernel (exercise 04.2) must work first");
-    REQUIRE(count_nan(r.out.P) == 0);
+  for_each_run_on(&ch04::Result::P, "P", "the softmax kernel (exercise 04.2)", [](const KernelRun& r) {
     const std::size_t n_q = r.c.seq_len_q, n_k = r.c.seq_len_k, dim = r.c.head_dim;
     std::size_t wrong = 0;
     std::string first;
@@ -280,7 +284,7 @@ TEST_CASE("the P V kernel makes O = P V from the kernel's own P", "[ch04][ex04.3
     }
     INFO(wrong << " of " << r.out.O.values.size() << " outputs wrong; the first: " << first);
     CHECK(wrong == 0);
-  }
+  });
 }
 
 TEST_CASE("naive attention refuses shapes that do not fit together", "[ch04]") {
