@@ -6,11 +6,16 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <span>
+#include <string>
 #include <tuple>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "attention_inputs.h"
 #include "catch.h"
+#include "chapters/01_safe_softmax/safe_softmax.h"
 #include "chapters/03_online_weighted_sum/attention.h"
 #include "chapters/04_naive_attention/agreement.h"
 #include "chapters/04_naive_attention/naive_attention.h"
@@ -135,6 +140,151 @@ TEST_CASE("NaN in the input reaches the outputs it touches", "[ch04]") {
   CHECK(err.nonfinite_mismatch == 0);
   CHECK(fa::nonfinite_report(err) == "12 NaN, all where the reference has them too");
   CHECK(fa::agrees(err, 1e-6));
+}
+
+// ---- The grading tests of the course's exercises 04.1, 04.2 and 04.3 (docs/course.md): each kernel
+// against the definition applied to its own input (S from Q and K, P from the kernel's S, O from the
+// kernel's P), so that each fails for its own kernel's lines only.
+
+namespace {
+
+constexpr double kUnitRoundoff = 0x1p-24;  // float32
+// Below the smallest normal float a weight keeps few bits: differences under 1e-37 are not counted.
+constexpr double kBelowNormal = 1e-37;
+
+struct KernelRun {
+  fa_test::AttentionInputs in;
+  ch04::Result out;
+  Case c;
+  std::uint64_t seed;
+};
+
+// Tails in both directions, a decoding query against a ragged last block, and rows that see no key;
+// 2 batches x 3 heads, so that a wrong batch or head index shows.
+std::vector<KernelRun> grading_runs() {
+  std::vector<KernelRun> runs;
+  for (const Case& c :
+       {Case{37, 53, 32, false}, Case{37, 53, 32, true}, Case{1, 257, 64, true}, Case{203, 113, 16, true}}) {
+    const std::uint64_t seed = 4700 + c.seq_len_q + c.seq_len_k + (c.causal ? 1 : 0);
+    const double scale = fa::default_scale(c.head_dim);
+    auto in = fa_test::make_inputs(2, 3, c.seq_len_q, c.seq_len_k, c.head_dim, scale, fa_test::Scores::normal, seed);
+    auto out = ch04::naive_attention(in.Q, in.K, in.V, {.scale = scale, .causal = c.causal}, kDevice);
+    runs.push_back({std::move(in), std::move(out), c, seed});
+  }
+  return runs;
+}
+
+std::string describe(const KernelRun& r) {
+  return "seq_len_q " + std::to_string(r.c.seq_len_q) + ", seq_len_k " + std::to_string(r.c.seq_len_k) + ", head_dim " +
+         std::to_string(r.c.head_dim) + (r.c.causal ? ", causal" : "") + ", seed " + std::to_string(r.seed);
+}
+
+// Runs `check` on every grading run, once the run's `input` (what the kernel before the one under
+// test wrote: the scores kernel's S, the softmax kernel's P) holds no NaN: the kernel under test
+// reads it, and its check means nothing otherwise. `writer` names the exercise that writes it.
+template <typename Check>
+void for_each_run_on(std::vector<float> ch04::Result::*input, const char* name, const char* writer, Check check) {
+  for (const KernelRun& r : grading_runs()) {
+    INFO(describe(r));
+    {
+      std::size_t nan = 0;
+      for (float x : r.out.*input) nan += std::isnan(x) ? 1 : 0;
+      INFO(name << " holds " << nan << " NaN: " << writer << " must work first");
+      REQUIRE(nan == 0);
+    }
+    check(r);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("the scores kernel writes scale * Q K^T for every batch and head, -inf where the mask hides the key",
+          "[ch04][ex04.1]") {
+  for (const KernelRun& r : grading_runs()) {
+    const std::size_t n_q = r.c.seq_len_q, n_k = r.c.seq_len_k, dim = r.c.head_dim;
+    const double scale = fa::default_scale(dim);
+    std::size_t wrong = 0;
+    std::string first;
+    for (std::size_t bh = 0; bh < 6; ++bh) {
+      for (std::size_t i = 0; i < n_q; ++i) {
+        const std::size_t visible = r.c.causal ? fa::causal_visible_keys(i, n_q, n_k) : n_k;
+        for (std::size_t j = 0; j < n_k; ++j) {
+          double dot = 0.0, magnitude = 0.0;
+          for (std::size_t d = 0; d < dim; ++d) {
+            const double product =
+                double(r.in.Q.values[(bh * n_q + i) * dim + d]) * r.in.K.values[(bh * n_k + j) * dim + d];
+            dot += product;
+            magnitude += std::fabs(product);
+          }
+          const double got = r.out.S[(bh * n_q + i) * n_k + j];
+          // A float dot product of head_dim terms is within head_dim u of the sum of their magnitudes;
+          // one more u for the scale, doubled for a GPU's fused multiply-adds.
+          const bool ok = j < visible ? std::fabs(got - scale * dot) <=
+                                            2.0 * static_cast<double>(dim + 1) * kUnitRoundoff * scale * magnitude
+                                      : got == -INFINITY;
+          if (!ok && wrong++ == 0) {
+            first = fmt::format("S[head {}][{}][{}] = {:.9g}, expected {}", bh, i, j, got,
+                                j < visible ? fmt::format("{:.9g}", scale * dot) : "-inf (masked)");
+          }
+        }
+      }
+    }
+    INFO(describe(r) << ": " << wrong << " of " << r.out.S.size() << " scores wrong; the first: " << first);
+    CHECK(wrong == 0);
+  }
+}
+
+TEST_CASE("the softmax kernel makes each row of P chapter 01's softmax of the same row of S", "[ch04][ex04.2]") {
+  for_each_run_on(&ch04::Result::S, "S", "the scores kernel (exercise 04.1)", [](const KernelRun& r) {
+    const std::size_t n_k = r.c.seq_len_k;
+    std::size_t wrong = 0;
+    std::string first;
+    for (std::size_t row = 0; row < r.out.S.size() / n_k; ++row) {
+      const std::vector<double> s(r.out.S.begin() + row * n_k, r.out.S.begin() + (row + 1) * n_k);
+      const std::vector<double> p = ch01::safe_softmax(std::span<const double>(s));
+      for (std::size_t j = 0; j < n_k; ++j) {
+        const double got = r.out.P[row * n_k + j];
+        // l is a float sum of n_k terms (n_k u), each an expf of a rounded difference (a few u for
+        // scores of order 1), and one division: (n_k + 32) u relative covers them. A row of only
+        // -inf must give zeros.
+        if (!(std::fabs(got - p[j]) <= static_cast<double>(n_k + 32) * kUnitRoundoff * p[j] + kBelowNormal) &&
+            wrong++ == 0) {
+          first = fmt::format("P[row {}][{}] = {:.9g}, expected {:.9g}", row, j, got, p[j]);
+        }
+      }
+    }
+    INFO(wrong << " of " << r.out.P.size() << " weights wrong; the first: " << first);
+    CHECK(wrong == 0);
+  });
+}
+
+TEST_CASE("the P V kernel makes O = P V from the kernel's own P", "[ch04][ex04.3]") {
+  for_each_run_on(&ch04::Result::P, "P", "the softmax kernel (exercise 04.2)", [](const KernelRun& r) {
+    const std::size_t n_q = r.c.seq_len_q, n_k = r.c.seq_len_k, dim = r.c.head_dim;
+    std::size_t wrong = 0;
+    std::string first;
+    for (std::size_t bh = 0; bh < 6; ++bh) {
+      for (std::size_t i = 0; i < n_q; ++i) {
+        for (std::size_t d = 0; d < dim; ++d) {
+          double o = 0.0, magnitude = 0.0;
+          for (std::size_t j = 0; j < n_k; ++j) {
+            const double term = double(r.out.P[(bh * n_q + i) * n_k + j]) * r.in.V.values[(bh * n_k + j) * dim + d];
+            o += term;
+            magnitude += std::fabs(term);
+          }
+          const double got = r.out.O.values[(bh * n_q + i) * dim + d];
+          // A float sum of n_k products: within (n_k + 1) u of the sum of their magnitudes, doubled for
+          // a GPU's fused multiply-adds.
+          if (!(std::fabs(got - o) <= 2.0 * static_cast<double>(n_k + 1) * kUnitRoundoff * magnitude + kBelowNormal) &&
+              wrong++ == 0) {
+            first = fmt::format("O[head {}][{}][{}] = {:.9g}, expected {:.9g}", bh, i, d, got, o);
+          }
+        }
+      }
+    }
+    INFO(wrong << " of " << r.out.O.values.size() << " outputs wrong; the first: " << first);
+    CHECK(wrong == 0);
+  });
 }
 
 TEST_CASE("naive attention refuses shapes that do not fit together", "[ch04]") {

@@ -20,6 +20,7 @@
 #include "chapters/05_flash_attention_2/flash_attention_2.h"
 #include "common/attention_shapes.h"
 #include "common/compare.h"
+#include "definition.h"
 
 namespace {
 
@@ -165,6 +166,55 @@ TEST_CASE("NaN in Q or K reaches O and L where it should, and both checks count 
   for (float L : flash.L) nan_L += std::isnan(L);
   CHECK(nan_L == nan_rows);
   CHECK(ch05::worst_L(flash.L, L_ref, 90).pass);
+}
+
+// ---- The grading tests of the course's exercises 05.1 and 05.2 (docs/course.md): the kernel against
+// the definition (tests/definition.h) rather than against chapter 04, so that they fail for this
+// chapter's own lines only.
+
+namespace {
+
+// O and L of every tile shape against the definition, within the chapter's bounds (O: twice a plain
+// float32 evaluation's error plus u; L: chapter 05's per-row rule, with that evaluation's error on
+// the row added). 2 batches x 3 heads, so that a wrong batch or head index shows.
+void check_against_definition(std::size_t seq_len_q, std::size_t seq_len_k, std::size_t head_dim, bool causal) {
+  const std::uint64_t seed = 5800 + 131 * seq_len_q + 17 * seq_len_k + head_dim + (causal ? 3 : 0);
+  const auto in = fa_test::make_inputs(2, 3, seq_len_q, seq_len_k, head_dim, fa::default_scale(head_dim),
+                                       fa_test::Scores::normal, seed);
+  const fa_test::Definition definition = fa_test::definition(in.Q, in.K, in.V, {.causal = causal});
+  const std::vector<double> allowance = definition.L_allowance();
+  for (const fa::Tile& tile : ch05::kTileShapes) {
+    const auto out = ch05::flash_attention_2(in.Q, in.K, in.V, {.causal = causal, .tile = tile}, kDevice);
+    INFO("seq_len_q " << seq_len_q << ", seq_len_k " << seq_len_k << ", head_dim " << head_dim
+                      << (causal ? ", causal" : "") << ", tile " << fa::tile_name(tile) << ", seed " << seed);
+    const auto err = fa::compare(out.O.values, definition.exact.O);
+    INFO("O against the definition: " << fa::describe(err) << "; bound " << definition.O_bound());
+    CHECK(fa::agrees(err, definition.O_bound()));
+    const ch05::WorstL L = ch05::worst_L(out.L, definition.exact.L, seq_len_k, allowance);
+    INFO("L of row " << L.row << ": " << out.L[L.row] << ", the definition's " << definition.exact.L[L.row]
+                     << ", bound " << L.bound);
+    CHECK(L.pass);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("over several key tiles, O and L agree with the definition (no tile cut short, nothing masked)",
+          "[ch05][ex05.1]") {
+  // seq_len_k a multiple of every tile's Bc (32 and 64), not causal: the mask has nothing to hide.
+  const auto [seq_len_q, seq_len_k] = GENERATE(table<std::size_t, std::size_t>({{1, 192}, {33, 64}, {100, 128}}));
+  const std::size_t head_dim = GENERATE(32u, 64u, 128u);
+  check_against_definition(seq_len_q, seq_len_k, head_dim, false);
+}
+
+TEST_CASE("where the mask matters, O and L agree with the definition: causal, a last key tile cut short",
+          "[ch05][ex05.2]") {
+  // Tails of the last key tile (33, 257, 203, 113), both sides of a bottom-right diagonal, and rows
+  // that see no key (203 queries, 113 keys, causal: rows 0 to 89), where O must be 0 and L -inf.
+  const auto [seq_len_q, seq_len_k] =
+      GENERATE(table<std::size_t, std::size_t>({{1, 257}, {33, 33}, {113, 203}, {203, 113}}));
+  const bool causal = GENERATE(false, true);
+  check_against_definition(seq_len_q, seq_len_k, 64, causal);
 }
 
 #if !FA_TEST_ON_GPU

@@ -25,6 +25,7 @@
 #include "chapters/06_tensor_cores/tensor_cores.h"
 #include "common/attention_shapes.h"
 #include "common/compare.h"
+#include "definition.h"
 
 namespace {
 
@@ -309,6 +310,77 @@ TEST_CASE("the tensor-core kernel refuses tiles it does not offer, bad shapes, s
                   std::invalid_argument);
   CHECK_THROWS_AS(ch06::parse_element_type("fp32"), std::invalid_argument);
   CHECK(ch06::parse_element_type("fp16") == ElementType::f16);
+}
+
+// ---- The grading tests of the course's exercises 06.1, 06.2 and 06.3 (docs/course.md): the kernel
+// against the definition in double on the same rounded inputs (tests/definition.h) rather than
+// against chapter 05, so that they fail for this chapter's own lines only. O within the element
+// type's error budget (error_budget.h: its reference error is measured against float64 too), L
+// within L_bounds; exercise 06.1 and 06.2's tests look at O alone, 06.3's at L alone.
+
+namespace {
+
+enum class Look { O, L };
+
+void check_against_definition(std::size_t seq_len_q, std::size_t seq_len_k, std::size_t head_dim, bool causal,
+                              ElementType element, Look look) {
+  const std::uint64_t seed = 6800 + 131 * seq_len_q + 17 * seq_len_k + head_dim + (causal ? 3 : 0);
+  const double scale = fa::default_scale(head_dim);
+  const auto raw = fa_test::make_inputs(1, 2, seq_len_q, seq_len_k, head_dim, scale, fa_test::Scores::normal, seed);
+  const auto Q = ch06::round_to(raw.Q, element, "Q");
+  const auto K = ch06::round_to(raw.K, element, "K");
+  const auto V = ch06::round_to(raw.V, element, "V");
+  const fa_test::Definition definition = fa_test::definition(Q, K, V, {.scale = scale, .causal = causal});
+  const ch06::ErrorBudget budget = ch06::error_budget(Q, K, V, scale, causal, element);
+  const std::vector<float> L_exact(definition.exact.L.begin(), definition.exact.L.end());
+  const std::vector<double> L_bound = ch06::L_bounds(Q, K, scale, L_exact);
+  for (const fa::Tile& tile : ch06::kTileShapes) {
+    INFO("seq_len_q " << seq_len_q << ", seq_len_k " << seq_len_k << ", head_dim " << head_dim
+                      << (causal ? ", causal" : "") << ", " << ch06::to_string(element) << ", tile "
+                      << fa::tile_name(tile) << ", seed " << seed);
+    const auto out = ch06::tensor_core_attention(
+        Q, K, V, {.scale = scale, .causal = causal, .tile = tile, .element = element}, kDevice);
+    if (look == Look::O) {
+      const auto err = fa::compare(out.O.values, definition.exact.O);
+      INFO("O against the definition: " << fa::describe(err) << "; bound " << budget.bound);
+      CHECK(fa::agrees(err, budget.bound));
+      continue;
+    }
+    for (std::size_t r = 0; r < L_exact.size(); ++r) {
+      INFO("L of row " << r << ": " << out.L[r] << ", the definition's " << definition.exact.L[r] << ", bound "
+                       << L_bound[r]);
+      if (std::isinf(definition.exact.L[r])) {
+        REQUIRE(out.L[r] == -std::numeric_limits<float>::infinity());  // a row that sees no key
+      } else {
+        REQUIRE(std::fabs(out.L[r] - definition.exact.L[r]) <= L_bound[r]);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("P V on tensor cores: O agrees with the definition over whole key tiles, nothing masked", "[ch06][ex06.1]") {
+  // seq_len_k a multiple of Bc (64), not causal: the mask has nothing to hide. Query rows that fill
+  // part of a block, one block and more than one; both types, both head dims.
+  check_against_definition(1, 128, 64, false, ElementType::bf16, Look::O);
+  check_against_definition(40, 64, 128, false, ElementType::f16, Look::O);
+  check_against_definition(130, 128, 64, false, ElementType::f16, Look::O);
+  check_against_definition(70, 192, 128, false, ElementType::bf16, Look::O);
+}
+
+TEST_CASE("the mask on fragments: O agrees with the definition, causal and with a last key tile cut short",
+          "[ch06][ex06.2]") {
+  // Tails of the last key tile, both sides of the diagonal, rows that see no key (203 x 113, causal).
+  const bool causal = GENERATE(false, true);
+  check_against_definition(1, 257, 64, causal, ElementType::bf16, Look::O);
+  check_against_definition(113, 203, 128, causal, ElementType::f16, Look::O);
+  check_against_definition(203, 113, 64, causal, ElementType::f16, Look::O);
+}
+
+TEST_CASE("L agrees with the definition on every row, -inf on rows that see no key", "[ch06][ex06.3]") {
+  check_against_definition(130, 128, 64, false, ElementType::bf16, Look::L);
+  check_against_definition(203, 113, 128, true, ElementType::f16, Look::L);
 }
 
 #if !FA_TEST_ON_GPU

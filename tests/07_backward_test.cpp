@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,7 @@
 #include "common/attention_shapes.h"
 #include "common/compare.h"
 #include "common/random.h"
+#include "definition.h"
 #if !FA_TEST_ON_GPU
 #include "common/simt/schedule.h"
 #endif
@@ -46,7 +48,10 @@ std::string describe(const Case& c, std::uint64_t seed) {
 }
 
 // One problem: inputs, dO, chapter 05's forward on the device under test, and the two evaluations
-// that set the bounds (the float64 reference and the plain float32 one).
+// that set the bounds (the float64 reference and the plain float32 one). With Forward::definition,
+// the forward's O and L come from the definition instead (tests/definition.h: its float32
+// evaluation for the kernels, its float64 one for the reference): the course's grading tests run
+// nothing of chapters 03 and 05 that a student writes.
 struct Problem {
   fa_test::AttentionInputs in;
   fa::Tensor4<float> dO;
@@ -56,14 +61,25 @@ struct Problem {
   std::uint64_t seed = 0;
 };
 
-Problem make_problem(const Case& c, std::size_t batch = 2, std::size_t heads = 3) {
+enum class Forward { chapter05, definition };
+
+Problem make_problem(const Case& c, std::size_t batch = 2, std::size_t heads = 3,
+                     Forward forward = Forward::chapter05) {
   Problem p;
   p.seed = 7000 + 131 * c.seq_len_q + 17 * c.seq_len_k + c.head_dim + static_cast<std::uint64_t>(c.scores) * 7 +
            (c.causal ? 3 : 0) + (c.scale == 0.3 ? 11 : 0);
   p.in = fa_test::make_inputs(batch, heads, c.seq_len_q, c.seq_len_k, c.head_dim, c.scale, c.scores, p.seed);
   p.dO = fa::Tensor4<float>(p.in.Q.shape, fa::normal<float>(p.in.Q.shape.size(), p.seed + 3));
-  p.forward = ch05::flash_attention_2(p.in.Q, p.in.K, p.in.V, {.scale = c.scale, .causal = c.causal}, kDevice);
-  p.reference = ch07::attention_backward_reference(p.in.Q, p.in.K, p.in.V, p.dO, c.scale, c.causal);
+  if (forward == Forward::definition) {
+    const fa_test::Definition d = fa_test::definition(p.in.Q, p.in.K, p.in.V, {.scale = c.scale, .causal = c.causal});
+    p.forward = {fa::Tensor4<float>(p.in.Q.shape, d.plain.O), d.plain.L};
+    p.reference =
+        ch07::backward_by_rows<double>(p.in.Q, p.in.K, p.in.V, p.dO, fa::Tensor4<double>(p.in.Q.shape, d.exact.O),
+                                       std::span<const double>(d.exact.L), c.scale, c.causal, ch07::DFrom::jacobian);
+  } else {
+    p.forward = ch05::flash_attention_2(p.in.Q, p.in.K, p.in.V, {.scale = c.scale, .causal = c.causal}, kDevice);
+    p.reference = ch07::attention_backward_reference(p.in.Q, p.in.K, p.in.V, p.dO, c.scale, c.causal);
+  }
   p.float32 =
       ch07::attention_backward_float32(p.in.Q, p.in.K, p.in.V, p.dO, p.forward.O, p.forward.L, c.scale, c.causal);
   return p;
@@ -298,6 +314,58 @@ TEST_CASE("the deterministic dQ is the same bits under every schedule and number
   simt::reset_host_threads();
 }
 #endif
+
+// ---- The grading tests of the course's exercises 07.1, 07.2 and 07.3 (docs/course.md): the forward
+// from the definition (make_problem's Forward::definition), each test looking only at what its
+// exercise makes, so that it fails for that exercise's lines only.
+
+namespace {
+
+// A single query, tails of both kinds, both sides of the causal diagonal, rows that see no key
+// (70 x 40, causal: rows 0 to 29), and every head dim (each compiles its own kernels and tile).
+const std::vector<Case> kGradedCases{{1, 257, 64, true, 0.125, Scores::normal},
+                                     {33, 65, 32, false, fa::default_scale(32), Scores::normal},
+                                     {70, 40, 64, true, 0.125, Scores::normal},
+                                     {50, 50, 128, true, fa::default_scale(128), Scores::normal}};
+
+// One gradient (or D) of the kernel against the reference, within gradient_check.h's bound.
+void check_one(const char* name, std::span<const float> kernel, std::span<const double> reference,
+               std::span<const float> float32) {
+  const ch07::GradientCheck check = ch07::check_gradient(kernel, reference, float32);
+  INFO(name << ": " << ch07::describe(check) << "; " << fa::describe(check.error));
+  CHECK(check.pass());
+}
+
+}  // namespace
+
+TEST_CASE("D = rowsum(dO * O) agrees with D from the Jacobian, the forward from the definition", "[ch07][ex07.1]") {
+  for (const Case& c : kGradedCases) {
+    const Problem p = make_problem(c, 2, 3, Forward::definition);
+    INFO(describe(c, p.seed));
+    check_one("D", run(p, c, ch07::DqMethod::atomic).D, p.reference.D, p.float32.D);
+  }
+}
+
+TEST_CASE("dK, dV and the deterministic dQ agree with the float64 gradient, the forward from the definition",
+          "[ch07][ex07.2]") {
+  for (const Case& c : kGradedCases) {
+    const Problem p = make_problem(c, 2, 3, Forward::definition);
+    INFO(describe(c, p.seed));
+    const ch07::Gradients atomic = run(p, c, ch07::DqMethod::atomic);
+    check_one("dK", atomic.dK.values, p.reference.dK.values, p.float32.dK.values);
+    check_one("dV", atomic.dV.values, p.reference.dV.values, p.float32.dV.values);
+    const ch07::Gradients deterministic = run(p, c, ch07::DqMethod::deterministic);
+    check_one("dQ (deterministic)", deterministic.dQ.values, p.reference.dQ.values, p.float32.dQ.values);
+  }
+}
+
+TEST_CASE("the atomic dQ agrees with the float64 gradient, the forward from the definition", "[ch07][ex07.3]") {
+  for (const Case& c : kGradedCases) {
+    const Problem p = make_problem(c, 2, 3, Forward::definition);
+    INFO(describe(c, p.seed));
+    check_one("dQ (atomic)", run(p, c, ch07::DqMethod::atomic).dQ.values, p.reference.dQ.values, p.float32.dQ.values);
+  }
+}
 
 TEST_CASE("the backward pass refuses a head_dim it was not compiled for, naming the ones it was", "[ch07][sanitizer]") {
   const auto in = fa_test::make_inputs(1, 1, 8, 8, 48, 0.1, Scores::normal, 7300);

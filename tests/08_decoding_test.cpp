@@ -196,7 +196,9 @@ TEST_CASE("NaN in a key reaches exactly the rows that see it", "[ch08]") {
   }
 }
 
-TEST_CASE("the combine alone equals a float64 merge, empty partials included", "[ch08][sanitizer]") {
+// [ex08.1]: the grading test of the course's exercise 08.1 (docs/course.md), the combine against the
+// float64 merge alone, so that it fails for the combine's own lines only.
+TEST_CASE("the combine alone equals a float64 merge, empty partials included", "[ch08][sanitizer][ex08.1]") {
   const int splits = GENERATE(1, 2, 3, 33, 128);
   const int head_dim = GENERATE(64, 128);
   const int rows = 6;
