@@ -130,7 +130,8 @@ RankResult run_ring(const fa::AttentionFlags::Inputs& in, const Mpi& mpi, ch09::
 
   // The transfer alone, for the table: this shard to the next rank, the previous rank's from it.
   if (P > 1) {
-    arriving.resize(wire_floats(full, ch09::shard_rows(ch09::chunks_of_rank(full.seq_len, P, (rank + P - 1) % P, layout))));
+    arriving.resize(
+        wire_floats(full, ch09::shard_rows(ch09::chunks_of_rank(full.seq_len, P, (rank + P - 1) % P, layout))));
     MPI_Barrier(MPI_COMM_WORLD);
     const Clock::time_point start = Clock::now();
     MPI_Sendrecv(sending.data(), static_cast<int>(sending.size()), MPI_FLOAT, next, 0, arriving.data(),
@@ -246,8 +247,8 @@ void print_ring(const Gathered& g, const fa::Shape4& full, ch09::Layout layout, 
                ch09::shard_rows(ch09::chunks_of_rank(full.seq_len, P, r, layout)), pairs[r], g.times[r].partials,
                compute[r]);
   }
-  fmt::print("imbalance (slowest / mean): {:.2f} measured; modelled from the pairs: {:.2f} {}, ", ch09::imbalance(compute),
-             ch09::imbalance(pairs), ch09::to_string(layout));
+  fmt::print("imbalance (slowest / mean): {:.2f} measured; modelled from the pairs: {:.2f} {}, ",
+             ch09::imbalance(compute), ch09::imbalance(pairs), ch09::to_string(layout));
   const ch09::Layout other = layout == ch09::Layout::zigzag ? ch09::Layout::contiguous : ch09::Layout::zigzag;
   fmt::print("{:.2f} {}\n\n", ch09::imbalance(ch09::pairs_per_rank(full.seq_len, P, other, causal)),
              ch09::to_string(other));
@@ -287,8 +288,9 @@ void print_ring(const Gathered& g, const fa::Shape4& full, ch09::Layout layout, 
 //      u partials) with no score term: the ring runs chapter 05's kernel too, whose scores do not
 //      depend on the tile a key falls in; for bf16 and fp16, plus chapter 06's own L bound against
 //      chapter 05 (ch06::L_bounds), which holds the difference in the scores.
-fa::Check check_against_chapter_05(const Gathered& g, const fa::AttentionFlags::Inputs& in, const ch09::Options& options,
-                                   std::size_t P, ch09::Layout layout, fa::Device device) {
+fa::Check check_against_chapter_05(const Gathered& g, const fa::AttentionFlags::Inputs& in,
+                                   const ch09::Options& options, std::size_t P, ch09::Layout layout,
+                                   fa::Device device) {
   const bool wide = options.element == ch08::CacheType::float32;
   const auto element = options.element == ch08::CacheType::bf16 ? ch06::ElementType::bf16 : ch06::ElementType::f16;
   const fa::Tensor4<float> Q = wide ? in.Q : ch06::round_to(in.Q, element, "Q");
@@ -307,8 +309,7 @@ fa::Check check_against_chapter_05(const Gathered& g, const fa::AttentionFlags::
     const auto i = static_cast<int>(row % shape.seq_len_q);
     const auto keys = static_cast<std::size_t>(
         fa::visible_keys(i, static_cast<int>(shape.seq_len_q), static_cast<int>(shape.seq_len_k), options.causal));
-    const double bound =
-        ch08::L_bound(reference.L[row], keys, partials, 0.0) + (wide ? 0.0 : low_precision_L[row]);
+    const double bound = ch08::L_bound(reference.L[row], keys, partials, 0.0) + (wide ? 0.0 : low_precision_L[row]);
     const double error = fa::abs_difference(g.L[row], reference.L[row]);
     L_pass = L_pass && fa::within(error, bound);
     const double ratio = error == 0.0 ? 0.0 : bound > 0.0 ? error / bound : INFINITY;
@@ -321,8 +322,8 @@ fa::Check check_against_chapter_05(const Gathered& g, const fa::AttentionFlags::
   fmt::print("  L, the row closest to its bound: |L - L_05| = {:.3g}, bound {:.3g}\n", L_error, L_bound);
   const bool overflowed = fa::report_overflow("O", g.O.values, {in.Q.values, in.K.values, in.V.values});
   return fa::Check{"09",
-                   fmt::format("ring attention ({} rank{}, {}, {}, {}) vs ch05", P, P == 1 ? "" : "s", ch09::to_string(layout),
-                               ch08::to_string(options.element), fa::to_string(device)),
+                   fmt::format("ring attention ({} rank{}, {}, {}, {}) vs ch05", P, P == 1 ? "" : "s",
+                               ch09::to_string(layout), ch08::to_string(options.element), fa::to_string(device)),
                    fmt::format("{}, L {:.2g}", fa::error_field("O", err_O), L_error),
                    fmt::format("{}, {:.1e}", fa::bound_text(O_bound), L_bound),
                    fa::within(err_O, O_bound) && L_pass && !overflowed};
@@ -367,18 +368,24 @@ int main(int argc, char** argv) {
     const fa::AttentionShape shape = flags.plan(plan);
     ch09::check_problem(shape, P, options);
     // MPI counts floats in int: the whole O that rank 0 gathers must stay within it.
-    const std::uint64_t values = fa::saturating_mul(shape.batch * shape.heads, fa::saturating_mul(shape.seq_len_q, shape.head_dim));
+    const std::uint64_t values =
+        fa::saturating_mul(shape.batch * shape.heads, fa::saturating_mul(shape.seq_len_q, shape.head_dim));
     if (values > static_cast<std::uint64_t>(INT_MAX)) {
-      throw std::invalid_argument(fmt::format("Q has {} values; MPI's counts (int) take at most {}: give a smaller "
-                                              "problem", values, INT_MAX));
+      throw std::invalid_argument(
+          fmt::format("Q has {} values; MPI's counts (int) take at most {}: give a smaller "
+                      "problem",
+                      values, INT_MAX));
     }
-    const std::uint64_t shard = fa::saturating_mul(sizeof(float), values / P + shape.batch * shape.heads * shape.head_dim);
+    const std::uint64_t shard =
+        fa::saturating_mul(sizeof(float), values / P + shape.batch * shape.heads * shape.head_dim);
     plan.memory.add("this rank's shards: Q, two K/V shards on the wire and one held, O", fa::saturating_mul(8, shard));
     if (mpi.rank == 0) {
-      plan.memory.add("rank 0: the gathered O and chapter 05's reference", fa::saturating_mul(3, ch05::memory_needed(shape)));
+      plan.memory.add("rank 0: the gathered O and chapter 05's reference",
+                      fa::saturating_mul(3, ch05::memory_needed(shape)));
     }
     return fa::Banner{
-        fmt::format("ring attention, {} rank{}, {} layout{}", P, P == 1 ? "" : "s", ch09::to_string(layout), flags.causal ? ", causal" : ""),
+        fmt::format("ring attention, {} rank{}, {} layout{}", P, P == 1 ? "" : "s", ch09::to_string(layout),
+                    flags.causal ? ", causal" : ""),
         R"(Each rank holds a shard of the sequence's rows of Q, K and V. At each of P steps it computes its
 queries against the K/V shard it holds (chapter 05's kernel, chapter 06's for bf16/fp16), which
 returns a partial (O_i, L_i), folds it into its running (O, L) with chapter 08's merge, and passes

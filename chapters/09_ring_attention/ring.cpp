@@ -38,11 +38,11 @@ void check_problem(const fa::AttentionShape& shape, std::size_t ranks, const Opt
         "ring attention here is self-attention: Q has {} rows and K, V have {}; give --seq-q equal to --seq-k",
         shape.seq_len_q, shape.seq_len_k));
   }
-  if (std::ranges::find(kHeadDims, static_cast<int>(shape.head_dim)) == kHeadDims.end() ||
-      shape.head_dim > 128) {
-    throw std::invalid_argument(fmt::format("ring attention: head_dim {} is not compiled; give 64 or 128 (the head "
-                                            "dims of chapter 06's kernel and chapter 08's combine)",
-                                            shape.head_dim));
+  if (std::ranges::find(kHeadDims, static_cast<int>(shape.head_dim)) == kHeadDims.end() || shape.head_dim > 128) {
+    throw std::invalid_argument(
+        fmt::format("ring attention: head_dim {} is not compiled; give 64 or 128 (the head "
+                    "dims of chapter 06's kernel and chapter 08's combine)",
+                    shape.head_dim));
   }
   if (ranks == 0) throw std::invalid_argument("ring attention: give at least one rank");
   if (options.element == ch08::CacheType::float32) {
@@ -78,8 +78,8 @@ RankState::RankState(fa::Tensor4<float> Q, std::vector<Chunk> chunks, Options op
 }
 
 int RankState::fold(const KVShard& kv) {
-  if (kv.K.shape != kv.V.shape || kv.K.shape.seq_len != shard_rows(kv.chunks) || kv.K.shape.head_dim != shape_.head_dim ||
-      kv.K.shape.batch != shape_.batch || kv.K.shape.heads != shape_.heads) {
+  if (kv.K.shape != kv.V.shape || kv.K.shape.seq_len != shard_rows(kv.chunks) ||
+      kv.K.shape.head_dim != shape_.head_dim || kv.K.shape.batch != shape_.batch || kv.K.shape.heads != shape_.heads) {
     throw std::invalid_argument(fmt::format("RankState::fold: K {} and V {} of {} rows do not fit Q {}",
                                             kv.K.shape.str(), kv.V.shape.str(), shard_rows(kv.chunks), shape_.str()));
   }
@@ -91,11 +91,12 @@ int RankState::fold(const KVShard& kv) {
       if (seen == Visible::none) continue;
       // The partial (O_i, L_i) of this query chunk over this key chunk: chapter 05's (or 06's)
       // kernel, with the causal mask only on the diagonal, where the chunks are the same rows.
-      const fa::KernelRun part = partial_attention(Q_[q], take_rows(kv.K, {kv_local[k]}), take_rows(kv.V, {kv_local[k]}),
-                                                   seen == Visible::diagonal, options_, device_);
+      const fa::KernelRun part =
+          partial_attention(Q_[q], take_rows(kv.K, {kv_local[k]}), take_rows(kv.V, {kv_local[k]}),
+                            seen == Visible::diagonal, options_, device_);
       // ... folded into the running (O, L) with chapter 08's merge (m_new, m_safe, rescale, l, acc).
-      const ch08::Partials partial{1, static_cast<int>(part.L.size()), static_cast<int>(shape_.head_dim),
-                                   part.O.values, part.L};
+      const ch08::Partials partial{1, static_cast<int>(part.L.size()), static_cast<int>(shape_.head_dim), part.O.values,
+                                   part.L};
       running_[q] = ch08::combine_partials(partial, running_[q] ? &*running_[q] : nullptr, device_);
       ++partials;
     }

@@ -42,9 +42,9 @@ namespace ch09 {
 inline constexpr std::array<int, 2> kHeadDims{64, 128};
 
 struct Options {
-  std::optional<double> scale;                           // softmax scale; 1/sqrt(head_dim) when not given
-  bool causal = false;                                   // query i sees keys j <= i
-  ch08::CacheType element = ch08::CacheType::float32;    // float32: chapter 05's kernel; bf16, fp16: chapter 06's
+  std::optional<double> scale;                         // softmax scale; 1/sqrt(head_dim) when not given
+  bool causal = false;                                 // query i sees keys j <= i
+  ch08::CacheType element = ch08::CacheType::float32;  // float32: chapter 05's kernel; bf16, fp16: chapter 06's
 };
 
 // The checks before any work, from the shape alone: self-attention (seq_len_q == seq_len_k: the
@@ -85,8 +85,8 @@ class RankState {
 
  private:
   std::vector<Chunk> chunks_;
-  std::vector<fa::Tensor4<float>> Q_;                  // per query chunk: [batch, heads, chunk rows, head_dim]
-  std::vector<std::optional<ch08::Merged>> running_;   // per query chunk: its (O, L) so far
+  std::vector<fa::Tensor4<float>> Q_;                 // per query chunk: [batch, heads, chunk rows, head_dim]
+  std::vector<std::optional<ch08::Merged>> running_;  // per query chunk: its (O, L) so far
   fa::Shape4 shape_;
   Options options_;
   fa::Device device_;

@@ -21,7 +21,8 @@ Chunk chunk(std::size_t seq_len, std::size_t chunks, std::size_t c) {
 void check_chunks(const char* who, const std::vector<Chunk>& chunks, std::size_t seq_len) {
   for (const Chunk& c : chunks) {
     if (c.begin > c.end || c.end > seq_len) {
-      throw std::invalid_argument(fmt::format("{}: chunk {}..{} is not within the {} rows", who, c.begin, c.end, seq_len));
+      throw std::invalid_argument(
+          fmt::format("{}: chunk {}..{} is not within the {} rows", who, c.begin, c.end, seq_len));
     }
   }
 }
@@ -58,7 +59,8 @@ fa::Tensor4<float> take_rows(const fa::Tensor4<float>& x, const std::vector<Chun
     for (std::size_t h = 0; h < s.heads; ++h) {
       std::size_t row = 0;
       for (const Chunk& c : chunks) {
-        for (std::size_t i = c.begin; i < c.end; ++i, ++row) std::ranges::copy(in.head(b, h).row(i), out.head(b, h).row(row).begin());
+        for (std::size_t i = c.begin; i < c.end; ++i, ++row)
+          std::ranges::copy(in.head(b, h).row(i), out.head(b, h).row(row).begin());
       }
     }
   }
@@ -78,7 +80,8 @@ void put_rows(fa::Tensor4<float>& x, const fa::Tensor4<float>& shard, const std:
     for (std::size_t h = 0; h < s.heads; ++h) {
       std::size_t row = 0;
       for (const Chunk& c : chunks) {
-        for (std::size_t i = c.begin; i < c.end; ++i, ++row) std::ranges::copy(in.head(b, h).row(row), out.head(b, h).row(i).begin());
+        for (std::size_t i = c.begin; i < c.end; ++i, ++row)
+          std::ranges::copy(in.head(b, h).row(row), out.head(b, h).row(i).begin());
       }
     }
   }
@@ -89,8 +92,10 @@ void put_rows(std::vector<float>& L, std::size_t rows_per_head, const std::vecto
   check_chunks("put_rows", chunks, rows_per_head);
   const std::size_t n = shard_rows(chunks);
   if (rows_per_head == 0 || L.size() % rows_per_head != 0 || shard.size() != L.size() / rows_per_head * n) {
-    throw std::invalid_argument(fmt::format("put_rows: {} values of L do not fit {} rows per head, or the shard's {} "
-                                            "do not fit its {} rows", L.size(), rows_per_head, shard.size(), n));
+    throw std::invalid_argument(
+        fmt::format("put_rows: {} values of L do not fit {} rows per head, or the shard's {} "
+                    "do not fit its {} rows",
+                    L.size(), rows_per_head, shard.size(), n));
   }
   for (std::size_t head = 0; head < L.size() / rows_per_head; ++head) {
     std::size_t row = 0;
