@@ -19,6 +19,7 @@
 #include "chapters/06_tensor_cores/error_budget.h"
 #include "chapters/06_tensor_cores/tensor_cores.h"
 #include "chapters/08_decoding/agreement.h"
+#include "chapters/09_ring_attention/cluster_model.h"
 #include "chapters/09_ring_attention/ring.h"
 #include "chapters/09_ring_attention/shards.h"
 #include "common/compare.h"
@@ -153,6 +154,21 @@ TEST_CASE("the zigzag layout balances the causal work; the contiguous one gives 
     CHECK(near(ch09::imbalance(ch09::pairs_per_rank(seq, P, Layout::zigzag, true)), 1.0));
     CHECK(near(ch09::imbalance(ch09::pairs_per_rank(seq, P, Layout::contiguous, false)), 1.0));
   }
+}
+
+TEST_CASE("the cluster model's shortest hiding length is where a step's compute equals its transfer", "[ch09]") {
+  for (const ch09::Link& link : {ch09::kNvlink, ch09::kAcrossNodes}) {
+    for (const bool causal : {false, true}) {
+      const double n = ch09::shortest_hiding_rows(2, 400e12, causal, link);
+      const ch09::StepModel at = ch09::step_model(n, 32, 128, 2, 400e12, causal, link);
+      INFO(link.name << (causal ? ", causal" : "") << ": n = " << n);
+      CHECK(std::fabs(at.compute_s - at.transfer_s) <= 1e-12 * at.transfer_s);  // (double rounding only)
+      const ch09::StepModel shorter = ch09::step_model(n / 2, 32, 128, 2, 400e12, causal, link);
+      CHECK(shorter.compute_s < shorter.transfer_s);
+    }
+  }
+  // 8 H200 on NVLink at 400 TFLOP/s: 2 x 400e12 / (2 x 450e9) = 889 rows per GPU without the mask.
+  CHECK(std::ceil(ch09::shortest_hiding_rows(2, 400e12, false, ch09::kNvlink)) == 889);
 }
 
 TEST_CASE("ring attention in one process equals chapter 05 for every P, layout, mask and length", "[ch09]") {

@@ -8,6 +8,7 @@
 //   mpirun --quiet -np 4 ch09_ring_attention --causal --layout zigzag --seq 1000
 //   mpirun --quiet -np 2 ch09_ring_attention --dtype bf16 --out o.npy
 //   ch09_ring_attention                                                      one rank: the ring of one
+//   ch09_ring_attention --cluster --tflops 400                               the ring on 8 H200, on paper
 //
 // (--quiet keeps Open MPI's own notices out when a run fails: the program's one line says why.)
 // The demo prints each rank's shard, its compute time and the layout's imbalance; the bytes each
@@ -40,6 +41,7 @@
 #include "chapters/06_tensor_cores/error_budget.h"
 #include "chapters/06_tensor_cores/tensor_cores.h"
 #include "chapters/08_decoding/agreement.h"
+#include "chapters/09_ring_attention/cluster_model.h"
 #include "chapters/09_ring_attention/ring.h"
 #include "chapters/09_ring_attention/shards.h"
 #include "common/chapter.h"
@@ -329,6 +331,31 @@ fa::Check check_against_chapter_05(const Gathered& g, const fa::AttentionFlags::
                    fa::within(err_O, O_bound) && L_pass && !overflowed};
 }
 
+// --cluster: one step of the ring on GPUs (cluster_model.h), bf16, for a layer of 32 heads of
+// head_dim 128 (heads and head_dim cancel in the shortest hiding length), at `tflops` per GPU.
+void print_cluster_model(double tflops) {
+  constexpr double kHeads = 32, kHeadDim = 128, kBf16 = 2;
+  const double F = tflops * 1e12;
+  fmt::print("One step of the ring per GPU: bf16, 32 heads of head_dim 128, attention at {:.0f} TFLOP/s per GPU\n\n",
+             tflops);
+  fmt::print(
+      "rows per GPU  compute ms, causal (zigzag)  compute ms, full  K/V shard ms, NVLink  K/V shard ms, across "
+      "nodes\n");
+  for (const double n : {256.0, 1024.0, 4096.0, 16384.0, 131072.0}) {
+    const ch09::StepModel causal = ch09::step_model(n, kHeads, kHeadDim, kBf16, F, true, ch09::kNvlink);
+    const ch09::StepModel full = ch09::step_model(n, kHeads, kHeadDim, kBf16, F, false, ch09::kNvlink);
+    const ch09::StepModel nodes = ch09::step_model(n, kHeads, kHeadDim, kBf16, F, false, ch09::kAcrossNodes);
+    fmt::print("{:>12.0f}  {:>27.3f}  {:>16.3f}  {:>19.3f}  {:>25.3f}\n", n, causal.compute_s * 1e3,
+               full.compute_s * 1e3, full.transfer_s * 1e3, nodes.transfer_s * 1e3);
+  }
+  fmt::print("\nThe transfer hides behind the compute from this many rows per GPU on:\n");
+  for (const ch09::Link& link : {ch09::kNvlink, ch09::kAcrossNodes}) {
+    fmt::print("  {}: {:.0f} without the mask, {:.0f} causal\n", link.name,
+               std::ceil(ch09::shortest_hiding_rows(kBf16, F, false, link)),
+               std::ceil(ch09::shortest_hiding_rows(kBf16, F, true, link)));
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -353,6 +380,14 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"float32", "bf16", "fp16"}))
       ->capture_default_str();
   fa::Output& out = program.add_output("--out", "O");
+  bool cluster = false;
+  std::uint64_t tflops = 400;
+  auto* cluster_flag =
+      app.add_flag("--cluster", cluster, "print the ring on 8 H200 (NVLink, and across nodes) instead");
+  fa::cli::add_integer(app, "--tflops", tflops, "with --cluster: attention's TFLOP/s per GPU", 1, 100000)
+      ->needs(cluster_flag);
+  out.option()->excludes(cluster_flag);
+  program.summary_option()->excludes(cluster_flag);
 
   ch09::Options options;
   ch09::Layout layout = ch09::Layout::contiguous;
@@ -360,6 +395,11 @@ int main(int argc, char** argv) {
   const auto P = static_cast<std::size_t>(mpi.ranks);
 
   const auto before_work = [&](fa::Plan& plan) -> std::optional<fa::Banner> {
+    if (cluster) {
+      return fa::Banner{"the ring on a cluster, on paper",
+                        R"(Per step, a GPU's attention over its shard against the transfer of the next K/V shard, from
+the model in cluster_model.h: the transfer hides behind the compute once each GPU holds enough rows.)"};
+    }
     if (seq > 0) flags.seq_len_q = flags.seq_len_k = seq;
     layout = ch09::parse_layout(layout_text);
     options = {flags.scale, flags.causal, ch08::parse_cache_type(dtype_text)};
@@ -400,6 +440,10 @@ and L and compares them with chapter 05 run in one process on the same inputs.)"
       // Another rank refused (rank 0 has said why; a refusal of another rank alone, e.g. its memory,
       // is named here).
       if (mpi.rank == 0) throw std::runtime_error("another rank refused its checks before any work");
+      return std::nullopt;
+    }
+    if (cluster) {
+      if (mpi.rank == 0) print_cluster_model(static_cast<double>(tflops));
       return std::nullopt;
     }
     fa::AttentionFlags::Inputs in;
