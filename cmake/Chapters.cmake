@@ -24,10 +24,7 @@ function(add_chapter_test chapter name)
   cmake_parse_arguments(ARG "GPU" "" "LABELS;SOURCES;LIBRARIES" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   if(ARG_GPU)
-    # FA_TEST_ON_GPU: the one name for "this test runs its kernels on the GPU" (tests/main.cpp
-    # skips without a device; tests/attention_inputs.h picks the device).
-    target_link_libraries(${name} PRIVATE fa_gpu_test_main)
-    target_compile_definitions(${name} PRIVATE FA_TEST_ON_GPU=1)
+    target_link_libraries(${name} PRIVATE fa_gpu_test_main)  # which defines FA_TEST_ON_GPU=1 for it
   else()
     target_link_libraries(${name} PRIVATE fa_test_main)
   endif()

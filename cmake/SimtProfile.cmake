@@ -1,17 +1,19 @@
 # simt's memory profile (common/simt/profile.h): a profiled copy of a chapter's CPU kernels.
 #
-# GCC's outline instrumentation (-fsanitize=kernel-address with a call threshold of 0) makes every
-# load and store of a translation unit call __asan_load4_noabort(address) and its siblings, which
-# common/simt/profile.cpp defines; no sanitizer runtime is linked. The copy is compiled with
-# SIMT_PROFILED=1, which makes SIMT_BACKEND `cpu_profiled` (common/simt/backend.h), so that its
-# kernels are chNN::cpu_profiled::... and live beside the ordinary chNN::cpu copy in one program.
-# The ordinary copy is what runs unless a profile is being recorded.
+# GCC's ThreadSanitizer instrumentation (-fsanitize=thread), compiled without its runtime, makes
+# every load and store of a translation unit call __tsan_read4(address), __tsan_write4(address) and
+# their siblings, which common/simt/observer.cpp defines: the memory profile (profile.h) and the
+# race checker (racecheck.h) see every access. (AddressSanitizer's instrumentation would serve the
+# profile, but it checks the store of x += 1 only through the load before it, and a race checker
+# needs both.) The copy is compiled with SIMT_PROFILED=1, which makes SIMT_BACKEND `cpu_profiled`
+# (common/simt/backend.h), so that its kernels are chNN::cpu_profiled::... and live beside the
+# ordinary chNN::cpu copy in one program. The ordinary copy is what runs unless a profile is being
+# recorded or the race checker is on (common/simt/profiled_copy.h).
 #
-# Available with GCC and without a sanitizer: -fsanitize=kernel-address does not combine with the
-# asan preset's -fsanitize=address, whose runtime defines the same hook names, and the tsan preset
-# builds the scheduler in a way the profile does not need to cover. Elsewhere the programs say
-# that profiling is not available in this build.
-# (common/simt/profile.cpp words the reason for the programs.)
+# Available with GCC and without a sanitizer: the asan preset's -fsanitize=address does not
+# combine with -fsanitize=thread in one translation unit, and the tsan preset's runtime defines the
+# same hook names. Elsewhere the programs say that profiling and racecheck are not available in
+# this build, in one line (common/simt/observer.cpp words the reason).
 if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND FA_SANITIZE STREQUAL "")
   set(FA_SIMT_PROFILE ON)
 else()
@@ -26,10 +28,10 @@ if(PkgConfig_FOUND)
   pkg_check_modules(FA_LIBDW QUIET IMPORTED_TARGET libdw)
 endif()
 
-# The flags of a profiled copy. No auto-vectorisation: each access is reported at the size the
-# kernel source gives it, as one CUDA thread makes it.
-set(FA_SIMT_PROFILE_FLAGS -fsanitize=kernel-address --param=asan-instrumentation-with-call-threshold=0
-    --param=asan-stack=0 --param=asan-globals=0 -fno-tree-vectorize -fno-tree-slp-vectorize -g)
+# The flags of a profiled copy. No calls at each function's entry and exit; no auto-vectorisation:
+# each access is reported at the size the kernel source gives it, as one CUDA thread makes it.
+set(FA_SIMT_PROFILE_FLAGS -fsanitize=thread --param=tsan-instrument-func-entry-exit=0 -fno-tree-vectorize
+    -fno-tree-slp-vectorize -g)
 
 # simt_add_profiled_kernels(<target> <kernel sources...>)
 #   Compiles a second copy of each source (a *_cpu.cpp that includes a chapter's .cuh) with the

@@ -164,7 +164,8 @@ struct KernelRun {
 // The run of a forward kernel on host data, the same for every chapter; a chapter's .cuh calls it
 // with its backend's simt::DeviceBuffer and its launch. It copies Q, K and V to the device as
 // Element (float, or a 16-bit type that holds their values exactly: chapter 06), fills O and L with
-// NaN so that an element the kernel does not write cannot pass for a result, calls
+// NaN (DeviceBuffer::poison) so that an element the kernel does not write cannot pass for a result
+// (and simt's race checker reports a read of one, common/simt/racecheck.h), calls
 // launch(Q, K, V, O, L) with the device pointers (the launch waits for the kernel), and copies O
 // (widened to float32, exactly) and L back. Q: [batch, heads, seq_len_q, head_dim], the shape O
 // gets; K, V: [batch, heads, seq_len_k, head_dim]. Throws what launch and the buffers throw.
@@ -181,9 +182,8 @@ KernelRun run_forward(const Tensor4<float>& Q, const Tensor4<float>& K, const Te
   const DeviceBuffer<Element> q = to_device(Q.values), k = to_device(K.values), v = to_device(V.values);
   DeviceBuffer<Element> o(Q.values.size());
   DeviceBuffer<float> l(Q.shape.batch * Q.shape.heads * Q.shape.seq_len);
-  const float nan = std::numeric_limits<float>::quiet_NaN();
-  o.fill(static_cast<Element>(nan));
-  l.fill(nan);
+  o.poison();  // 0xff bytes: NaN in float, bf16 and fp16, and unwritten for simt's race checker
+  l.poison();
 
   const auto start = std::chrono::steady_clock::now();
   launch(q.data(), k.data(), v.data(), o.data(), l.data());

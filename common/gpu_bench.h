@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <stdexcept>
 #include <vector>
 
 #include <cuda_runtime.h>
@@ -20,6 +21,25 @@
 #include "common/simt/cuda_check.h"  // after <cuda_runtime.h>
 
 namespace fa::bench {
+
+// The properties of the GPU the benchmark runs on (the current device). Throws std::runtime_error
+// with one line where the CUDA runtime sees no GPU (none present, none visible, or a driver that is
+// missing or too old), rather than the runtime's message about the call that failed.
+// Source: CUDA Runtime API, cudaGetDeviceCount and cudaGetDeviceProperties.
+inline cudaDeviceProp device_properties() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    static_cast<void>(cudaGetLastError());  // the failed call's error, cleared
+    throw std::runtime_error(
+        "the CUDA runtime sees no GPU on this machine: this benchmark times the kernels on a GPU "
+        "(the chapter's demo and tests run them on the CPU)");
+  }
+  int device = 0;
+  cudaDeviceProp prop{};
+  SIMT_CUDA_CHECK(cudaGetDevice(&device));
+  SIMT_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  return prop;
+}
 
 // Device memory of `count` values of T, filled from host values or left uninitialised. (The
 // programs are compiled by the host compiler, so they use the CUDA runtime directly rather than

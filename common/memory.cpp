@@ -1,5 +1,6 @@
 #include "common/memory.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -54,6 +55,16 @@ std::uint64_t available_memory_bytes() {
   const std::optional<std::uint64_t> limit = number_in_file("/sys/fs/cgroup/memory.max");
   const std::optional<std::uint64_t> used = number_in_file("/sys/fs/cgroup/memory.current");
   if (limit && used) available = std::min(available, *limit > *used ? *limit - *used : 0);
+  // The address-space limit of this process (ulimit -v, RLIMIT_AS), less what it has mapped already
+  // (the first number of /proc/self/statm, in pages). Past it, every allocation fails.
+  rlimit address_space{};
+  if (getrlimit(RLIMIT_AS, &address_space) == 0 && address_space.rlim_cur != RLIM_INFINITY) {
+    const std::optional<std::uint64_t> pages = number_in_file("/proc/self/statm");
+    const long page = sysconf(_SC_PAGESIZE);
+    const std::uint64_t mapped = pages && page > 0 ? saturating_mul(*pages, static_cast<std::uint64_t>(page)) : 0;
+    const std::uint64_t cap = address_space.rlim_cur;
+    available = std::min(available, cap > mapped ? cap - mapped : 0);
+  }
   return available;
 }
 

@@ -20,7 +20,8 @@ namespace fa {
 
 // The memory this process may still allocate, in bytes: MemAvailable of /proc/meminfo on Linux (the
 // kernel's estimate of what can be used without swapping), else the free physical pages; and in a
-// container with a memory limit (cgroup v2's memory.max), at most what that limit leaves. Never
+// container with a memory limit (cgroup v2's memory.max), at most what that limit leaves; under an
+// address-space limit (ulimit -v, RLIMIT_AS), at most what this process may still map. Never
 // throws; returns 0 if nothing can be read (then every plan fails, with that reason).
 std::uint64_t available_memory_bytes();
 

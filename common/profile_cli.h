@@ -1,12 +1,20 @@
-// The demos' --profile and --profile-json FILE: simt's memory profile (common/simt/profile.h) of
-// the kernels a demo runs on the CPU.
+// The demos' --profile, --profile-json FILE and --racecheck: simt's memory profile
+// (common/simt/profile.h) and race checker (common/simt/racecheck.h) of the kernels a demo runs on
+// the CPU. One line in a demo's main gives it all three:
 //
-//   fa::ProfileFlags profile;
-//   fa::add_profile_flags(app, profile);
-//   ...
-//   fa::begin_profile(profile, device);          // after the flags are parsed, before the kernels
-//   ... run the kernels ...
-//   const auto kernels = fa::end_profile(profile);   // prints the table, writes the JSON
+//   fa::add_profile_flags(app, flags.device);   // flags: the demo's fa::AttentionFlags
+//
+// and one in its CMakeLists.txt gives its kernels the profiled copy that both tools watch:
+//
+//   add_kernels(chNN_lib kernels.cuh PROFILED)  // cmake/Chapters.cmake
+//
+// The flags take effect as soon as they are parsed: where this build has no profiled copies (the
+// asan and tsan presets, a compiler other than GCC), or where the kernels would run on a GPU, the
+// flag is refused with one line that says why (exit status 2), before any work. The profile's
+// table is printed (and its JSON written) when the program ends, or earlier where the demo calls
+// end_profile() to use the counts itself. The race checker's report comes at the very end: every
+// hazard, then one summary line, and exit status 1 if it found anything, whatever the demo's
+// verdict was (common/simt/racecheck.h).
 #pragma once
 
 #include <string>
@@ -14,28 +22,25 @@
 
 #include <CLI/CLI.hpp>
 
-#include "common/device.h"
 #include "common/simt/profile.h"
 
 namespace fa {
 
-struct ProfileFlags {
-  bool table = false;     // --profile: print the profile's table
-  std::string json_path;  // --profile-json FILE: write its JSON there
-  bool wanted() const { return table || !json_path.empty(); }
-};
+// Registers --profile, --profile-json and --racecheck on app. `device` is the demo's --device value
+// ("cpu", "gpu", or empty: the GPU where there is one), read when the flags are parsed, so it must
+// outlive app.parse(). Call it once per program.
+void add_profile_flags(CLI::App& app, const std::string& device);
+// The same for a program whose kernels always run on the CPU (simt's examples).
+void add_profile_flags(CLI::App& app);
 
-// Registers --profile and --profile-json on app.
-void add_profile_flags(CLI::App& app, ProfileFlags& flags);
+// The file --profile-json names, or empty where it was not given: a demo's front door checks that
+// it can be written before any work (fa::Plan::add_output, common/chapter.h).
+const std::string& profile_json_path();
 
-// Starts recording when a profile is wanted. Throws std::invalid_argument where this build cannot
-// profile (a sanitizer preset, a compiler other than GCC: the message says which) or when the
-// kernels are to run on the GPU (the profile counts the CPU run: --device cpu).
-void begin_profile(const ProfileFlags& flags, Device device);
-
-// Stops recording and returns the profile of every kernel launched since begin_profile (empty when
-// none was wanted); prints the table for --profile, writes the JSON for --profile-json (replaced
-// whole or not at all; std::runtime_error when it cannot be written).
-std::vector<simt::profile::KernelProfile> end_profile(const ProfileFlags& flags);
+// Ends the profile now, if one was asked for: prints its table for --profile, writes the JSON for
+// --profile-json (replaced whole or not at all; std::runtime_error when it cannot be written), and
+// returns every kernel's counts (empty when no profile was asked for, or once it has ended). Where
+// a demo does not call it, it runs when the program ends.
+std::vector<simt::profile::KernelProfile> end_profile();
 
 }  // namespace fa

@@ -69,9 +69,15 @@ int main(int argc, char** argv) {
   unsigned bytes = 4;
   app.add_option("--stride", stride, "words (4 bytes) between the addresses of neighbouring lanes, 0 to 33");
   app.add_option("--bytes", bytes, "bytes each lane reads: 4 (float), 8 (float2) or 16 (float4)");
-  fa::ProfileFlags profile;
-  fa::add_profile_flags(app, profile);
-  CLI11_PARSE(app, argc, argv);
+  fa::add_profile_flags(app);  // --profile, --profile-json, --racecheck (common/profile_cli.h)
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const std::exception& e) {  // --profile where this build cannot profile
+    fmt::print(stderr, "error: {}\n", e.what());
+    return 2;
+  }
 
   try {
     if (bytes != 4 && bytes != 8 && bytes != 16) {
@@ -84,7 +90,6 @@ int main(int argc, char** argv) {
                       "stride must be a multiple of {} words",
                       stride, bytes, bytes, bytes, bytes / 4));
     }
-    fa::begin_profile(profile, fa::Device::cpu);  // says first when this build cannot profile
     fmt::print("One warp, lane l reads {} bytes at shared word l * {}\n", bytes, stride);
     simt::profile::WarpAccess access;
     for (unsigned lane = 0; lane < 32; ++lane) access.set(lane, std::uint64_t{lane} * stride * 4, bytes);
@@ -100,7 +105,7 @@ int main(int argc, char** argv) {
     if (bytes == 4) demo::SIMT_BACKEND::run<float>(stride);
     if (bytes == 8) demo::SIMT_BACKEND::run<Vec2>(stride);
     if (bytes == 16) demo::SIMT_BACKEND::run<Vec4>(stride);
-    fa::end_profile(profile);
+    fa::end_profile();
     return 0;
   } catch (const std::exception& e) {
     fmt::print(stderr, "error: {}\n", e.what());

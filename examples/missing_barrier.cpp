@@ -6,6 +6,7 @@
 //   SIMT_SCHEDULE=reverse simt_missing_barrier  the environment chooses, unless --schedule does
 //   simt_missing_barrier --schedule reverse     thread 255 first: every load happens in time, right
 //   simt_missing_barrier --fixed                the barrier put back: right under every schedule
+//   simt_missing_barrier --racecheck            simt's race checker names both lines, whatever the order
 //   build/tsan/bin/simt_missing_barrier         ThreadSanitizer reports the race, whatever the order
 #include <cmath>
 #include <cstdint>
@@ -17,6 +18,7 @@
 #include <CLI/CLI.hpp>
 
 #include "common/random.h"
+#include "common/simt/racecheck.h"
 #include "common/simt/simt.h"
 
 namespace demo::SIMT_BACKEND {
@@ -50,9 +52,14 @@ int main(int argc, char** argv) {
       ->default_str("SIMT_SCHEDULE, or in_order");
   app.add_option("--blocks", blocks, "number of blocks of 256 threads")->check(CLI::Range(1u, 4096u));
   app.add_flag("--fixed", fixed, "put the missing __syncthreads() back");
+  bool racecheck = false;
+  app.add_flag("--racecheck", racecheck,
+               "check the kernel with simt's race checker: its report comes at the end, exit status 1 if it finds a "
+               "hazard");
   CLI11_PARSE(app, argc, argv);
 
   try {
+    if (racecheck) simt::racecheck::enable();  // throws, saying why, where this build has no profiled copy
     if (!schedule.empty()) {
       const auto choice = simt::parse_schedule(schedule);
       simt::set_schedule(choice.schedule, choice.seed);
@@ -61,9 +68,10 @@ int main(int argc, char** argv) {
     const std::string used_name = used.schedule == simt::Schedule::random && used.seed != 0
                                       ? fmt::format("random:{}", used.seed)
                                       : std::string(simt::to_string(used.schedule));
-    const auto in = fa::uniform<float>(std::size_t{blocks} * demo::cpu::block_size, 2024, 0.0, 1.0);
+    const auto in = fa::uniform<float>(std::size_t{blocks} * demo::SIMT_BACKEND::block_size, 2024, 0.0, 1.0);
     simt::DeviceBuffer<float> d_in{std::span<const float>(in)}, d_out(blocks);
-    simt::launch<demo::cpu::block_sum>(dim3(blocks), dim3(demo::cpu::block_size), 0, d_in.data(), d_out.data(), fixed);
+    simt::launch<demo::SIMT_BACKEND::block_sum>(dim3(blocks), dim3(demo::SIMT_BACKEND::block_size), 0, d_in.data(),
+                                                d_out.data(), fixed);
     const auto out = d_out.to_host();
 
     fmt::print("block sum of {} x 256 values, barrier {}, schedule {}\n", blocks, fixed ? "present" : "MISSING",
@@ -71,7 +79,8 @@ int main(int argc, char** argv) {
     unsigned wrong = 0;
     for (unsigned b = 0; b < blocks; ++b) {
       double expected = 0;
-      for (unsigned t = 0; t < demo::cpu::block_size; ++t) expected += in[b * demo::cpu::block_size + t];
+      for (unsigned t = 0; t < demo::SIMT_BACKEND::block_size; ++t)
+        expected += in[b * demo::SIMT_BACKEND::block_size + t];
       // 256 float additions of values in [0, 1): the tree is off by at most ~1e-4 relative.
       const bool ok = std::fabs(out[b] - expected) <= 1e-4 * expected;
       wrong += !ok;

@@ -23,8 +23,10 @@
 namespace figures {
 namespace {
 
-constexpr double width = 960;
-constexpr double left = 24, right = 936;
+// Wide enough for the longest line, block 2's line 5: about 110 characters of 14 px DejaVu Sans Mono
+// (8.4 px each), from left + 14.
+constexpr double width = 1000;
+constexpr double left = 24, right = 976;
 constexpr double line_height = 22;
 
 // "a, b, c" of numbers.
@@ -45,8 +47,8 @@ std::string block_box(const ch03::BlockStep& s, std::size_t index, const std::ve
   out += rect(left, y, right - left, box_h, fmt::format(R"(fill="#ffffff" stroke="{}" stroke-width="1.5")", ink));
   out += text(left + 14, y + 26, fmt::format("Block {}: keys j = {} and {}", index + 1, s.first, s.first + s.count - 1),
               R"(class="heading")");
-  // the block's keys, as cards
-  double card_x = left + 230;
+  // the block's keys, as cards, right of the heading (about 270 px of 16 px bold text)
+  double card_x = left + 310;
   for (std::size_t j = s.first; j < s.first + s.count; ++j) {
     out += rect(card_x, y + 8, 150, 26, fmt::format(R"(fill="{}" stroke="{}" stroke-width="1")", light, ink));
     out += text(card_x + 75, y + 26, fmt::format("s = {},  v = {}", number(scores[j]), number(values[j])),

@@ -6,7 +6,7 @@
 #                       steps run: the GPU tests, the benchmarks, the demos, make_figures
 #  gpu-tests      35 s  ctest -L gpu: the chapters' tests and simt's on the GPU
 #  sanitizer     100 s  compute-sanitizer racecheck, memcheck, initcheck and synccheck on the test
-#                       cases tagged [sanitizer] of each chapter's GPU test (04, 05, 06, 07 where
+#                       cases tagged [sanitizer] of each chapter's GPU test (04 to 08 where
 #                       built), 8 at a time; beside them, on half the cores, the rest of the build
 #                       and the CPU tests (ctest -LE gpu, CI's suite)
 #  ch05-bench     50 s  naive attention (ch04) against FlashAttention-2 (ch05), float32, CUDA events
@@ -38,12 +38,12 @@ bin=build/cuda/bin
 # The Catch2 filter of compute-sanitizer's test runs; tests/sanitizer_subset.cmake reads this line.
 sanitizer_filter='[sanitizer]'
 sanitizer_tools=(racecheck memcheck initcheck synccheck)  # the slowest first: 8 run at a time
-sanitizer_chapters=(04_naive_attention 05_flash_attention_2 06_tensor_cores 07_backward)
+sanitizer_chapters=(04_naive_attention 05_flash_attention_2 06_tensor_cores 07_backward 08_decoding)
 bench_runs=20 bench_warmup=3 bench_budget_ms=800
 torch_budget_ms=300  # torch's kernels are fast where ours are slow: less time per row is enough
 # What the GPU steps run, built first (those of them that exist in this checkout).
 gpu_targets=(04_naive_attention_gpu_test 05_flash_attention_2_gpu_test 06_tensor_cores_gpu_test
-             07_backward_gpu_test simt_gpu_test ch05_gpu_bench ch06_gpu_bench ch07_gpu_bench
+             07_backward_gpu_test 08_decoding_gpu_test simt_gpu_test ch05_gpu_bench ch06_gpu_bench ch07_gpu_bench
              ch04_naive_attention ch05_flash_attention_2 ch06_tensor_cores make_figures)
 # The shape simt profiles on the CPU and Nsight Compute measures on the GPU (ncu-counts).
 profile_shape=(--batch 1 --heads 2 --seq-q 256 --seq-k 256 --head-dim 64)

@@ -65,6 +65,12 @@ namespace simt_tensor_test::cpu {
 SIMT_TENSOR_TEST_RUNNERS
 }  // namespace simt_tensor_test::cpu
 
+// The profiled copy (built for tests/simt_racecheck_test.cpp): every access seen by simt's race
+// checker (common/simt/racecheck.h).
+namespace simt_tensor_test::cpu_profiled {
+SIMT_TENSOR_TEST_RUNNERS
+}  // namespace simt_tensor_test::cpu_profiled
+
 namespace simt_tensor_test::gpu {
 SIMT_TENSOR_TEST_RUNNERS
 // The compute capability of device 0 as 10 * major + minor (80 for an A100, 90 for an H100).

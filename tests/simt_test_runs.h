@@ -36,6 +36,12 @@ namespace simt_test::cpu {
 SIMT_TEST_RUNNERS
 }  // namespace simt_test::cpu
 
+// The profiled copy (built for tests/simt_racecheck_test.cpp): every access seen by simt's race
+// checker (common/simt/racecheck.h).
+namespace simt_test::cpu_profiled {
+SIMT_TEST_RUNNERS
+}  // namespace simt_test::cpu_profiled
+
 namespace simt_test::gpu {
 SIMT_TEST_RUNNERS
 }  // namespace simt_test::gpu

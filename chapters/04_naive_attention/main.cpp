@@ -35,9 +35,8 @@ int main(int argc, char** argv) {
   fa::AttentionFlags flags;
   flags.add_to(program.app());
   fa::Output& out = program.add_output("--out", "O");
-  fa::ProfileFlags profile;  // --profile, --profile-json: the kernels' memory accesses (common/simt/profile.h)
-  fa::add_profile_flags(program.app(), profile);
-  ch04::Options options;  // from the flags, once they are parsed
+  fa::add_profile_flags(program.app(), flags.device);  // --profile, --profile-json, --racecheck (common/profile_cli.h)
+  ch04::Options options;                               // from the flags, once they are parsed
   fa::Device device{};
   fa::AttentionShape shape;
 
@@ -45,8 +44,7 @@ int main(int argc, char** argv) {
   const auto before_work = [&](fa::Plan& plan) -> std::optional<fa::Banner> {
     options = {flags.scale, flags.causal};
     device = flags.chosen_device();
-    fa::begin_profile(profile, device);
-    if (!profile.json_path.empty()) plan.add_output("--profile-json", profile.json_path);
+    if (!fa::profile_json_path().empty()) plan.add_output("--profile-json", fa::profile_json_path());
     shape = flags.plan(plan);
     (void)ch04::check_problem(shape, options);
     plan.memory.add("chapter 04's kernels (Q, K, V, O, S, P and the copies back)", ch04::memory_needed(shape));
@@ -73,8 +71,8 @@ attention, computed in double on the same float inputs.)"};
           long_run ? std::optional<simt::ShowProgress>(std::in_place, "chapter 04's kernels") : std::nullopt;
       return ch04::naive_attention(in.Q, in.K, in.V, options, device);
     }();
-    fmt::print("{}", ch04::format_profile_beside_model(fa::end_profile(profile), shape.batch * shape.heads,
-                                                       shape.seq_len_q, shape.seq_len_k, shape.head_dim));
+    fmt::print("{}", ch04::format_profile_beside_model(fa::end_profile(), shape.batch * shape.heads, shape.seq_len_q,
+                                                       shape.seq_len_k, shape.head_dim));
     fmt::print("S and P: {} floats each ({}), each written to global memory and read back\n", result.S.size(),
                fa::format_bytes(result.S.size() * sizeof(float)));
     fmt::print("time: {:.3f} ms for the three launches ({})\n", result.elapsed_ms, fa::to_string(device));

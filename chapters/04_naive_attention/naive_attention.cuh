@@ -157,10 +157,10 @@ Result run_naive_attention(const fa::Tensor4<float>& Q, const fa::Tensor4<float>
   simt::DeviceBuffer<float> dQ(std::span<const float>(Q.values)), dK(std::span<const float>(K.values)),
       dV(std::span<const float>(V.values));
   simt::DeviceBuffer<float> dS(scores), dP(scores), dO(Q.values.size());
-  const float nan = std::numeric_limits<float>::quiet_NaN();
-  dS.fill(nan);
-  dP.fill(nan);
-  dO.fill(nan);
+  // NaN, and unwritten for simt's race checker, which reports a kernel's read of it (racecheck.h).
+  dS.poison();
+  dP.poison();
+  dO.poison();
 
   const auto start = std::chrono::steady_clock::now();
   launch_naive_attention(dQ.data(), dK.data(), dV.data(), dS.data(), dP.data(), dO.data(), problem,

@@ -16,7 +16,7 @@
 #include "common/chapter.h"
 #include "common/memory.h"
 #include "common/simt/launch_mode.h"
-#include "common/simt/profile.h"
+#include "common/simt/profiled_copy.h"
 #include "common/tensor.h"
 
 namespace ch04 {
@@ -35,8 +35,8 @@ struct Result {
 
 // The kernels' two entry points, compiled once per backend from naive_attention.cuh (add_kernels,
 // cmake/Chapters.cmake): ch04::cpu (common/simt; always built), ch04::gpu (nvcc; where
-// FA_HAVE_CUDA) and ch04::cpu_profiled (every memory access counted by simt's profile, for
-// --profile; where SIMT_PROFILED_KERNELS).
+// FA_HAVE_CUDA) and ch04::cpu_profiled (every memory access seen by simt's profile and race
+// checker, for --profile and --racecheck; where SIMT_PROFILED_KERNELS).
 //   Run:     host data in, host data out: the path of naive_attention().
 //   Launch:  the three launches on memory already on the GPU, waiting for the kernels or not as
 //            `mode` says (common/simt/launch_mode.h): what the GPU benchmark times. S and P hold
@@ -97,8 +97,8 @@ inline Result naive_attention(const fa::Tensor4<float>& Q, const fa::Tensor4<flo
                               const Options& options = {}, fa::Device device = fa::Device::cpu) {
   const fa::DeviceProblem problem = check_problem(fa::check_attention_shapes(Q.shape, K.shape, V.shape), options);
   const auto on_cpu = [&] {
-#if SIMT_PROFILED_KERNELS  // while simt's profile records (--profile), the copy whose accesses it counts
-    if (simt::profile::recording()) return cpu_profiled::run_naive_attention(Q, K, V, problem);
+#if SIMT_PROFILED_KERNELS  // while simt's profile or race checker is on, the copy whose accesses it sees
+    if (simt::use_profiled_copy()) return cpu_profiled::run_naive_attention(Q, K, V, problem);
 #endif
     return cpu::run_naive_attention(Q, K, V, problem);
   };

@@ -14,7 +14,7 @@
 #include "common/chapter.h"
 #include "common/memory.h"
 #include "common/simt/launch_mode.h"
-#include "common/simt/profile.h"
+#include "common/simt/profiled_copy.h"
 #include "common/tensor.h"
 
 namespace ch05 {
@@ -38,8 +38,8 @@ using Result = fa::KernelRun;
 
 // The kernel's two entry points, compiled once per backend from flash_attention_2.cuh
 // (add_kernels, cmake/Chapters.cmake): ch05::cpu (common/simt; always built), ch05::gpu (nvcc; where
-// FA_HAVE_CUDA) and ch05::cpu_profiled (every memory access counted by simt's profile, for
-// --profile; where SIMT_PROFILED_KERNELS). head_dim and the tile must be among kCompiled
+// FA_HAVE_CUDA) and ch05::cpu_profiled (every memory access seen by simt's profile and race
+// checker, for --profile and --racecheck; where SIMT_PROFILED_KERNELS). head_dim and the tile must be among kCompiled
 // (check_problem refuses anything else first).
 //   Run:     host data in, host data out (fa::run_forward): the path of flash_attention_2().
 //   Launch:  on memory already on the GPU, waiting for the kernel or not as `mode` says
@@ -86,8 +86,8 @@ inline Result flash_attention_2(const fa::Tensor4<float>& Q, const fa::Tensor4<f
                                 const Options& options = {}, fa::Device device = fa::Device::cpu) {
   const fa::DeviceProblem problem = check_problem(fa::check_attention_shapes(Q.shape, K.shape, V.shape), options);
   const auto on_cpu = [&] {
-#if SIMT_PROFILED_KERNELS  // while simt's profile records (--profile), the copy whose accesses it counts
-    if (simt::profile::recording()) return cpu_profiled::run_flash_attention_2(Q, K, V, problem);
+#if SIMT_PROFILED_KERNELS  // while simt's profile or race checker is on, the copy whose accesses it sees
+    if (simt::use_profiled_copy()) return cpu_profiled::run_flash_attention_2(Q, K, V, problem);
 #endif
     return cpu::run_flash_attention_2(Q, K, V, problem);
   };

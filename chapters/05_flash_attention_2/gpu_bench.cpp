@@ -163,10 +163,7 @@ int main(int argc, char** argv) {
   }
 
   try {
-    int device = 0;
-    cudaDeviceProp prop{};
-    SIMT_CUDA_CHECK(cudaGetDevice(&device));
-    SIMT_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+    const cudaDeviceProp prop = fa::bench::device_properties();  // or one line: no GPU
     // One allocation of each tensor for the largest shape; a smaller shape uses the beginning of it
     // ([batch * heads, N, d] row-major, so the first batch * heads * N * d values are a whole
     // problem). The inputs are drawn once.

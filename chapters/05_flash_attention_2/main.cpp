@@ -113,8 +113,7 @@ int main(int argc, char** argv) {
       ->needs(traffic_flag);
   program.summary_option()->excludes(traffic_flag);
   out.option()->excludes(traffic_flag);
-  fa::ProfileFlags profile;  // --profile, --profile-json: the kernel's memory accesses (common/simt/profile.h)
-  fa::add_profile_flags(app, profile);
+  fa::add_profile_flags(app, flags.device);  // --profile, --profile-json, --racecheck (common/profile_cli.h)
 
   ch05::Options options;  // from the flags, once they are parsed
   ch04::Options naive_options;
@@ -134,8 +133,7 @@ read or written once.)"};
     options = {flags.scale, flags.causal, tile};
     naive_options = {flags.scale, flags.causal};
     device = flags.chosen_device();
-    fa::begin_profile(profile, device);
-    if (!profile.json_path.empty()) plan.add_output("--profile-json", profile.json_path);
+    if (!fa::profile_json_path().empty()) plan.add_output("--profile-json", fa::profile_json_path());
     shape = flags.plan(plan);
     (void)ch05::check_problem(shape, options);
     plan.memory.add("this chapter's kernel (Q, K, V, O, L and the copies back)", ch05::memory_needed(shape));
@@ -193,8 +191,8 @@ both also with chapter 03 (float64) on a sample of rows.)"};
 
     ch05::Result flash =
         with_progress("FlashAttention-2", [&] { return ch05::flash_attention_2(in.Q, in.K, in.V, options, device); });
-    fmt::print("{}", ch05::format_profile_beside_model(fa::end_profile(profile), in.Q.shape, shape.seq_len_k, tile,
-                                                       flags.causal));
+    fmt::print("{}",
+               ch05::format_profile_beside_model(fa::end_profile(), in.Q.shape, shape.seq_len_k, tile, flags.causal));
     const ch03::AttentionOptions reference_options{.scale = flags.scale, .causal = flags.causal};
     const ch04::Agreement agreement = ch04::agreement_bound(in.Q, in.K, in.V, reference_options);
     const AgainstChapter03 ch03 = against_chapter_03(in, flash, shape, reference_options);

@@ -63,10 +63,7 @@ int main(int argc, char** argv) {
         throw std::invalid_argument(fmt::format("--head-dim {}: the kernel is compiled for 64 and 128", d));
       }
     }
-    int device = 0;
-    cudaDeviceProp prop{};
-    SIMT_CUDA_CHECK(cudaGetDevice(&device));
-    SIMT_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+    const cudaDeviceProp prop = fa::bench::device_properties();  // or one line: no GPU
     if (!once) {
       fmt::print("device: {}; batch {}, heads {}, tile {}; median of {} runs after {} warm-up\n\n", prop.name, batch,
                  heads, tile_text, runs, warmup);

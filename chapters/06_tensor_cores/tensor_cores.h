@@ -16,6 +16,7 @@
 
 #include "common/chapter.h"
 #include "common/simt/launch_mode.h"
+#include "common/simt/profiled_copy.h"
 #include "common/tensor.h"
 
 namespace ch06 {
@@ -70,8 +71,10 @@ struct DeviceProblem : fa::DeviceProblem {
 
 // The kernel's two entry points, compiled once per backend from tensor_cores.cuh (add_kernels,
 // cmake/Chapters.cmake): ch06::cpu (common/simt, which runs mma.sync, ldmatrix and cp.async lane by
-// lane; always built) and ch06::gpu (nvcc; where FA_HAVE_CUDA). The element type, head_dim and the
-// tile must be among the compiled ones (check_problem refuses anything else first).
+// lane; always built), ch06::gpu (nvcc; where FA_HAVE_CUDA) and ch06::cpu_profiled (every memory
+// access seen by simt's profile and race checker, for --profile and --racecheck; where
+// SIMT_PROFILED_KERNELS). The element type, head_dim and the tile must be among the compiled ones
+// (check_problem refuses anything else first).
 //   Run:     host data in (float32 holding values of problem.element), host data out
 //            (fa::run_forward): the path of tensor_core_attention().
 //   Launch:  on memory already on the GPU, Q, K, V and O holding elements of problem.element (each
@@ -84,6 +87,9 @@ using Launch = void(const void* Q, const void* K, const void* V, void* O, float*
 namespace cpu {
 Run run_tensor_cores;
 }  // namespace cpu
+namespace cpu_profiled {
+Run run_tensor_cores;
+}  // namespace cpu_profiled
 namespace gpu {
 Run run_tensor_cores;
 Launch launch_tensor_cores;
@@ -114,9 +120,13 @@ inline Result tensor_core_attention(const fa::Tensor4<float>& Q, const fa::Tenso
   check_fits(Q, options.element, "Q");
   check_fits(K, options.element, "K");
   check_fits(V, options.element, "V");
-  return fa::run_on(
-      device, [&] { return cpu::run_tensor_cores(Q, K, V, problem); },
-      [&] { return gpu::run_tensor_cores(Q, K, V, problem); });
+  const auto on_cpu = [&] {
+#if SIMT_PROFILED_KERNELS  // while simt's profile or race checker is on, the copy whose accesses it sees
+    if (simt::use_profiled_copy()) return cpu_profiled::run_tensor_cores(Q, K, V, problem);
+#endif
+    return cpu::run_tensor_cores(Q, K, V, problem);
+  };
+  return fa::run_on(device, on_cpu, [&] { return gpu::run_tensor_cores(Q, K, V, problem); });
 }
 
 }  // namespace ch06

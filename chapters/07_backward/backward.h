@@ -19,6 +19,7 @@
 #include "common/chapter.h"
 #include "common/memory.h"
 #include "common/simt/launch_mode.h"
+#include "common/simt/profiled_copy.h"
 #include "common/tensor.h"
 
 namespace ch07 {
@@ -61,8 +62,10 @@ struct DeviceProblem : fa::DeviceProblem {
 };
 
 // The kernels' two entry points, compiled once per backend from backward.cuh (add_kernels,
-// cmake/Chapters.cmake): ch07::cpu (common/simt; always built) and ch07::gpu (nvcc; where
-// FA_HAVE_CUDA). head_dim and the tile must be among kCompiled (check_problem refuses anything else).
+// cmake/Chapters.cmake): ch07::cpu (common/simt; always built), ch07::gpu (nvcc; where
+// FA_HAVE_CUDA) and ch07::cpu_profiled (every memory access seen by simt's profile and race
+// checker, for --profile and --racecheck; where SIMT_PROFILED_KERNELS). head_dim and the tile must
+// be among kCompiled (check_problem refuses anything else).
 //   Run:     host data in, host data out: the path of flash_attention_2_backward(). Shapes as there.
 //   Launch:  on memory already on the GPU, the preprocessing kernel (D, and dQ = 0 for the atomic
 //            method), the dK, dV kernel, and with problem.deterministic the dQ kernel, waiting for
@@ -77,6 +80,9 @@ using Launch = void(const float* Q, const float* K, const float* V, const float*
 namespace cpu {
 Run run_backward;
 }  // namespace cpu
+namespace cpu_profiled {
+Run run_backward;
+}  // namespace cpu_profiled
 namespace gpu {
 Run run_backward;
 Launch launch_backward;
@@ -126,9 +132,13 @@ inline Gradients flash_attention_2_backward(const fa::Tensor4<float>& Q, const f
                                 " values, expected one per query row, batch * heads * seq_len_q = " +
                                 std::to_string(fa::attention_rows(shape)));
   }
-  return fa::run_on(
-      device, [&] { return cpu::run_backward(Q, K, V, O, L, dO, problem); },
-      [&] { return gpu::run_backward(Q, K, V, O, L, dO, problem); });
+  const auto on_cpu = [&] {
+#if SIMT_PROFILED_KERNELS  // while simt's profile or race checker is on, the copy whose accesses it sees
+    if (simt::use_profiled_copy()) return cpu_profiled::run_backward(Q, K, V, O, L, dO, problem);
+#endif
+    return cpu::run_backward(Q, K, V, O, L, dO, problem);
+  };
+  return fa::run_on(device, on_cpu, [&] { return gpu::run_backward(Q, K, V, O, L, dO, problem); });
 }
 
 }  // namespace ch07

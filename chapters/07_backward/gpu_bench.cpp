@@ -56,10 +56,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   try {
-    int device = 0;
-    cudaDeviceProp prop{};
-    SIMT_CUDA_CHECK(cudaGetDevice(&device));
-    SIMT_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+    const cudaDeviceProp prop = fa::bench::device_properties();  // or one line: no GPU
     if (!once) {
       fmt::print(
           "device: {}; batch {}, heads {}, float32; median of {} runs after {} warm-up; FLOPs: 2.5 x the "

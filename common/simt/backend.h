@@ -3,8 +3,10 @@
 //   gpu           under nvcc (__CUDACC__): kernels run on an NVIDIA GPU through the CUDA runtime;
 //   cpu           under the host C++ compiler: kernels run on the CPU through common/simt;
 //   cpu_profiled  the same, in the profiled copy of a kernel's translation unit (SIMT_PROFILED=1,
-//                 cmake/SimtProfile.cmake): every access of its kernels is counted (profile.h).
-//                 It shares simt's CPU runtime (simt::cpu); only the kernels' namespace differs.
+//                 cmake/SimtProfile.cmake): every access of its kernels is seen by simt's memory
+//                 profile (profile.h) and race checker (racecheck.h). It shares simt's CPU runtime
+//                 (simt::cpu); only the kernels' namespace differs.
+// SIMT_BACKEND_PROFILED is true in the profiled copy, so that its launches say so (launch.h).
 //
 // Everything of simt's host API lives in `namespace simt { inline namespace SIMT_BACKEND { ... } }`,
 // and chapter kernels in `namespace chNN::SIMT_BACKEND { ... }`. A program can then link one
@@ -15,8 +17,11 @@
 
 #if defined(__CUDACC__)
 #define SIMT_BACKEND gpu
+#define SIMT_BACKEND_PROFILED false
 #elif SIMT_PROFILED
 #define SIMT_BACKEND cpu_profiled
+#define SIMT_BACKEND_PROFILED true
 #else
 #define SIMT_BACKEND cpu
+#define SIMT_BACKEND_PROFILED false
 #endif

@@ -35,7 +35,7 @@
 
 #include "common/simt/fiber.h"
 #include "common/simt/launch_rules.h"
-#include "common/simt/profile_recorder.h"  // simt's memory profile: one call at each sync point
+#include "common/simt/observer.h"  // simt's memory profile and race checker: one call at each sync point
 #include "common/simt/warp_collective.h"
 
 #if defined(__SANITIZE_THREAD__) || SIMT_TSAN_ANNOTATIONS
@@ -206,8 +206,9 @@ void BlockRunner::prepare(const GridLaunch& launch, uint3 block_idx) {
   }
   std::memset(shared_.get(), 0xff, shared_bytes_);
   dynamic_shared_memory = shared_.get();
-  if (profile::detail::is_recording()) {  // profile.h: this block's accesses are counted
-    profile::detail::block_begin(launch.kernel_name, block_linear_ == 0, shared_.get(), shared_bytes_, threads_);
+  if (observer::active()) {  // profile.h, racecheck.h: this block's accesses are counted or checked
+    observer::block_begin(launch.kernel_name, {launch.grid.x, launch.grid.y, launch.grid.z}, block_linear_,
+                          shared_.get(), shared_bytes_, threads_);
   }
   dynamic_shared_size = shared_bytes_;
   find_static_shared_memory();  // for the tensor-core instructions' address checks
@@ -277,7 +278,7 @@ void BlockRunner::run(const GridLaunch& launch, uint3 block_idx) {
     }
   }
   if (failure_) cancel_started_threads();
-  profile::detail::block_end();  // profile.h: the block's counts join its kernel's
+  observer::block_end();  // the block's counts join its kernel's; its hazards are checked
   SIMT_TSAN_ACQUIRE(&block_done_);
   // cp.async copies still in flight land when the block ends (after a failure they are dropped,
   // by prepare()): a thread that finished early never shows them to the threads still running.
@@ -416,7 +417,7 @@ void BlockRunner::complete_shuffle(unsigned warp) {
   }
   ready_ += w.arrived;
   w.arrived = 0;
-  profile::detail::warp_sync(warp);  // profile.h: the warp's instructions so far are complete
+  observer::warp_sync(warp);  // the warp's instructions so far are complete
 }
 
 // line 4: nothing can run. Says why that is an error, or nothing when it is an ordinary barrier.
@@ -527,7 +528,7 @@ void BlockRunner::release_barrier() {
   ready_ = at_barrier_;
   at_barrier_ = 0;
   at_other_barrier_ = 0;
-  profile::detail::block_sync();  // profile.h: every warp's instructions so far are complete
+  observer::block_sync();  // every warp's instructions so far are complete
 }
 
 // After a failure: unwind every thread that is in the middle of the kernel (it throws Cancelled
@@ -627,7 +628,7 @@ void BlockRunner::collective(CudaThread& t, const WarpCollective& op, const std:
   SIMT_TSAN_RELEASE(token);
   ++w.collectives;
   w.at_collective = 0;
-  profile::detail::warp_sync(warp_index);  // profile.h: the warp's instructions so far are complete
+  observer::warp_sync(warp_index);  // the warp's instructions so far are complete
   for (unsigned lane = 0; lane < lanes_per_warp; ++lane) {
     CudaThread& other = *pool_[first + lane];
     if (&other != &t) other.state = State::ready;

@@ -157,6 +157,30 @@ T __shfl_xor_sync(unsigned mask, T var, int laneMask, int width = warpSize,
 
 // atomicAdd: adds `value` to *address as one indivisible step and returns the old value. Blocks
 // may run on different host threads, so these are real atomics.
+#if SIMT_PROFILED
+// In a profiled copy the add is made by simt (observer.cpp), which tells the race checker that
+// this access is an atomic one (and, being compiled without the instrumentation, is not seen a
+// second time as a plain load and store). A namespace of its own keeps these apart from the
+// ordinary copy's atomicAdd, which is a different function.
+namespace simt::cpu::detail {
+float atomic_add_seen(float* address, float value, const std::source_location& site);
+int atomic_add_seen(int* address, int value, const std::source_location& site);
+unsigned atomic_add_seen(unsigned* address, unsigned value, const std::source_location& site);
+}  // namespace simt::cpu::detail
+namespace simt::cpu::profiled_atomics {
+inline float atomicAdd(float* address, float value, std::source_location site = std::source_location::current()) {
+  return detail::atomic_add_seen(address, value, site);
+}
+inline int atomicAdd(int* address, int value, std::source_location site = std::source_location::current()) {
+  return detail::atomic_add_seen(address, value, site);
+}
+inline unsigned atomicAdd(unsigned* address, unsigned value,
+                          std::source_location site = std::source_location::current()) {
+  return detail::atomic_add_seen(address, value, site);
+}
+}  // namespace simt::cpu::profiled_atomics
+using simt::cpu::profiled_atomics::atomicAdd;
+#else
 inline float atomicAdd(float* address, float value) {
   return std::atomic_ref<float>(*address).fetch_add(value, std::memory_order_relaxed);
 }
@@ -166,6 +190,7 @@ inline int atomicAdd(int* address, int value) {
 inline unsigned atomicAdd(unsigned* address, unsigned value) {
   return std::atomic_ref<unsigned>(*address).fetch_add(value, std::memory_order_relaxed);
 }
+#endif
 
 // 1 / sqrt(x); CUDA has it as a fast approximate instruction, the C library does not have it.
 inline float rsqrtf(float x) { return 1.0f / ::sqrtf(x); }

@@ -97,6 +97,12 @@ Fiber::Fiber(Body body, void* arg, const char* name) : body_(body), arg_(arg) {
   context_ = fctx::make_fcontext(top, stack_bytes() - color, &FiberEntry::start);
   asan_bottom_ = static_cast<char*>(mapping_) + page_bytes();
   asan_size_ = stack_bytes();
+#if SIMT_ASAN
+  // AddressSanitizer does not clear its shadow when memory is unmapped: a stack mapped where an
+  // earlier fiber's stack was still carries that fiber's poisoned frames, and the first access of
+  // the new fiber (before it could unpoison anything) would be reported, or crash the report.
+  __asan_unpoison_memory_region(asan_bottom_, asan_size_);
+#endif
 #if SIMT_TSAN
   tsan_fiber_ = __tsan_create_fiber(0);
   __tsan_set_fiber_name(tsan_fiber_, name);
@@ -110,6 +116,9 @@ Fiber::~Fiber() {
   __tsan_destroy_fiber(tsan_fiber_);
 #endif
   // The fiber is idle (suspended between two bodies): its stack holds nothing that needs a destructor.
+#if SIMT_ASAN
+  __asan_unpoison_memory_region(asan_bottom_, asan_size_);  // the frames it stopped in stay poisoned
+#endif
   if (mapping_ != nullptr) munmap(mapping_, mapping_bytes_);
 }
 

@@ -9,7 +9,7 @@
 //   set_max_dynamic_shared_bytes<Kernel>(bytes)   cudaFuncSetAttribute(Kernel,
 //                                                 cudaFuncAttributeMaxDynamicSharedMemorySize),
 //                                                 once per kernel and size
-//   DeviceBuffer<T>                               cudaMalloc / cudaMemcpy / cudaFree
+//   DeviceBuffer<T>                               cudaMalloc / cudaMemcpy / cudaMemset / cudaFree
 //   SIMT_DYNAMIC_SHARED(T, name)                  extern __shared__ (16-byte aligned)
 //
 // Every CUDA call is checked with SIMT_CUDA_CHECK: a failure throws std::runtime_error with the call,
@@ -192,6 +192,9 @@ class DeviceBuffer {
     const std::vector<T> host(size_, value);
     copy_from_host(std::span<const T>(host.data(), host.size()));
   }
+  // Every byte 0xff (NaN for float, double, bf16 and fp16), whatever SIMT_POISON says: the way to
+  // hand a kernel an output buffer, so that an element it forgets to write cannot pass for a result.
+  void poison() { SIMT_CUDA_CHECK(cudaMemset(data_, 0xff, size_ * sizeof(T))); }
 
   T* data() { return data_; }
   const T* data() const { return data_; }

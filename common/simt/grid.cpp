@@ -18,6 +18,7 @@
 #include <unistd.h>  // isatty
 
 #include "common/simt/block.h"
+#include "common/simt/observer.h"
 #include "common/simt/progress.h"
 
 namespace simt {
@@ -86,6 +87,8 @@ class HostThreads {
 
   void run(const GridLaunch& launch) {
     std::scoped_lock one_launch_at_a_time(launch_mutex_);
+    observer::launch_begin(launch.kernel_name, launch.profiled_copy,  // simt's race checker: a launch begins
+                           launch.pointer_arguments, GridLaunch::kArguments);
     const std::uint64_t blocks = std::uint64_t{launch.grid.x} * launch.grid.y * launch.grid.z;
     const unsigned wanted = host_threads();
     if (helpers_.size() != wanted - 1) resize(wanted - 1);
@@ -109,6 +112,8 @@ class HostThreads {
     std::unique_lock lock(mutex_);
     done_.wait(lock, [&] { return helpers_busy_ == 0; });
     launch_ = nullptr;
+    lock.unlock();
+    observer::launch_end();  // ... and ends: the races between its blocks
     if (error_) std::rethrow_exception(error_);
   }
 

@@ -27,6 +27,11 @@ struct GridLaunch {
   void (*invoke)(const void* params) = nullptr;
   const void* params = nullptr;
   ScheduleChoice schedule;
+  bool profiled_copy = false;  // the kernel is a profiled copy (SIMT_PROFILED): simt's hooks see its accesses
+  // The kernel's pointer arguments, by position (nullptr for the others), for reports that name a
+  // buffer by the argument it was passed as.
+  static constexpr std::size_t kArguments = 16;
+  const void* pointer_arguments[kArguments] = {};
 };
 
 // Runs every block of the grid and returns when all are done. Launches from several host threads

@@ -39,6 +39,17 @@ void invoke(const void* params) {
   std::apply(Kernel, *static_cast<const Params*>(params));
 }
 
+// The pointer arguments of a launch, by position (GridLaunch::pointer_arguments).
+template <class Params, std::size_t... I>
+void note_pointer_arguments(const Params& params, GridLaunch& run, std::index_sequence<I...>) {
+  [[maybe_unused]] const auto note = [&](std::size_t i, const auto& argument) {
+    if constexpr (std::is_pointer_v<std::decay_t<decltype(argument)>>) {
+      if (i < GridLaunch::kArguments) run.pointer_arguments[i] = static_cast<const void*>(argument);
+    }
+  };
+  (note(I, std::get<I>(params)), ...);
+}
+
 }  // namespace detail
 
 // Lets `Kernel` be launched with up to `bytes` of dynamic shared memory (CUDA: cudaFuncSetAttribute
@@ -87,6 +98,8 @@ void launch(dim3 grid, dim3 block, std::size_t dynamic_shared_bytes, Args&&... a
   run.invoke = &detail::invoke<Kernel, Params>;
   run.params = &params;
   run.schedule = current_schedule_choice();
+  run.profiled_copy = SIMT_BACKEND_PROFILED;
+  detail::note_pointer_arguments(params, run, std::index_sequence_for<Args...>{});
   detail::run_grid(run);
 }
 

@@ -1,15 +1,14 @@
-// The recorder of simt's memory profile (profile.h, profile_recorder.h), and the hooks that
-// GCC's outline instrumentation calls from a profiled kernel copy.
+// The recorder of simt's memory profile (profile.h, profile_recorder.h).
 //
 // This file is never instrumented itself. How an access finds its way into the counts:
 //   1. a profiled translation unit calls __asan_load4_noabort(addr) (and its siblings) before
-//      every load and store it makes, host code and kernel code alike
+//      every load and store it makes, host code and kernel code alike (the hooks: observer.cpp)
 //   2. the hook keeps it only while a block is being recorded on this host thread and a CUDA
 //      thread of it is running (not the scheduler, not host code between launches)
 //   3. it keeps the address only if it lies in the block's dynamic shared memory, in a static
 //      __shared__ array (this host thread's block of thread_local storage of the program, minus
-//      simt's own thread_local variables), or in a registered DeviceBuffer; everything else (the
-//      CUDA thread's stack, simt's variables, the heap) is dropped
+//      simt's own thread_local variables), or in a registered DeviceBuffer (memory_map.h);
+//      everything else (the CUDA thread's stack, simt's variables, the heap) is dropped
 //   4. the lane's running count of this site since the warp's last synchronisation point, k,
 //      makes (site, k) the key of a warp instruction; the lane's address joins it
 //   5. at the warp's next synchronisation point (a shuffle, __syncthreads(), the end of the
@@ -19,8 +18,6 @@
 // began on a 256-byte boundary as cudaMalloc's do, so that the sectors do not depend on where the
 // host allocator put it.
 #include "common/simt/profile.h"
-
-#include <link.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -35,15 +32,11 @@
 
 #include <fmt/format.h>
 
-#include "common/simt/block.h"
-#include "common/simt/device_code.h"
+#include "common/simt/memory_map.h"
+#include "common/simt/observer.h"
 #include "common/simt/profile_count.h"
 #include "common/simt/profile_recorder.h"
-
-#if SIMT_HAVE_LIBDW
-#include <elfutils/libdwfl.h>
-#include <unistd.h>
-#endif
+#include "common/simt/sites.h"
 
 namespace simt::profile {
 namespace detail {
@@ -51,33 +44,6 @@ namespace detail {
 std::atomic<bool> recording_flag{false};
 
 namespace {
-
-// ---- Device memory ---------------------------------------------------------------------------
-
-struct Range {
-  std::uintptr_t begin = 0;
-  std::uintptr_t end = 0;
-  std::uint64_t id = 0;  // distinct per allocation: keeps sectors of two buffers apart
-};
-
-struct Registry {
-  std::mutex mutex;
-  std::map<std::uintptr_t, Range> live;  // by begin
-  std::uint64_t next_id = 1;
-  std::shared_ptr<const std::vector<Range>> snapshot = std::make_shared<std::vector<Range>>();
-};
-
-Registry& registry() {
-  static Registry r;
-  return r;
-}
-
-void rebuild_snapshot(Registry& r) {
-  auto v = std::make_shared<std::vector<Range>>();
-  v->reserve(r.live.size());
-  for (const auto& [begin, range] : r.live) v->push_back(range);
-  r.snapshot = std::move(v);
-}
 
 // ---- Per-kernel totals -----------------------------------------------------------------------
 
@@ -142,13 +108,7 @@ Results& results_store() {
   return r;
 }
 
-// "ch05::cpu_profiled::kernel<64, 64, 64>" -> "ch05::kernel<64, 64, 64>"
-std::string display_name(std::string_view kernel) {
-  std::string name(kernel);
-  const std::string_view copy = "cpu_profiled::";
-  for (std::size_t at; (at = name.find(copy)) != std::string::npos;) name.erase(at, copy.size());
-  return name;
-}
+using sites::display_name;
 
 // ---- One block being recorded ----------------------------------------------------------------
 
@@ -176,45 +136,6 @@ struct PendingWarp {
   std::vector<Instruction> instructions;
 };
 
-// The program's thread_local variables on this host thread (the static TLS block of the main
-// program: where static __shared__ arrays live).
-struct TlsRange {
-  std::uintptr_t begin = 0;
-  std::uintptr_t end = 0;
-};
-
-int find_program_tls(dl_phdr_info* info, std::size_t, void* out) {
-  // The first module reported is the program itself.
-  auto* range = static_cast<TlsRange*>(out);
-  for (int i = 0; i < info->dlpi_phnum; ++i) {
-    if (info->dlpi_phdr[i].p_type == PT_TLS && info->dlpi_tls_data != nullptr) {
-      range->begin = reinterpret_cast<std::uintptr_t>(info->dlpi_tls_data);
-      range->end = range->begin + info->dlpi_phdr[i].p_memsz;
-    }
-  }
-  return 1;  // stop after the program
-}
-
-TlsRange program_tls() {
-  TlsRange range;
-  dl_iterate_phdr(&find_program_tls, &range);
-  return range;
-}
-
-template <class T>
-bool inside(std::uintptr_t a, const T& variable) {
-  const auto begin = reinterpret_cast<std::uintptr_t>(&variable);
-  return a >= begin && a < begin + sizeof(T);
-}
-
-// simt's own thread_local variables, which kernels read (threadIdx, ...) but which are not shared
-// memory.
-bool simt_variable(std::uintptr_t a) {
-  return inside(a, ::simt::cpu::builtin::threadIdx) || inside(a, ::simt::cpu::builtin::blockIdx) ||
-         inside(a, ::simt::cpu::builtin::blockDim) || inside(a, ::simt::cpu::builtin::gridDim) ||
-         inside(a, ::simt::cpu::detail::dynamic_shared_memory);
-}
-
 class BlockRecorder {
  public:
   void begin(std::string_view kernel, bool first_block, const std::byte* shared, std::size_t shared_bytes,
@@ -224,12 +145,8 @@ class BlockRecorder {
     totals_.launches = first_block ? 1 : 0;
     shared_begin_ = reinterpret_cast<std::uintptr_t>(shared);
     shared_end_ = shared_begin_ + shared_bytes;
-    if (tls_.end == 0) tls_ = program_tls();
-    {
-      Registry& r = registry();
-      std::scoped_lock lock(r.mutex);
-      buffers_ = r.snapshot;
-    }
+    tls_ = memory::program_thread_local_storage();
+    buffers_ = memory::allocations();
     threads_ = threads;
     const unsigned warps = (threads + kWarpLanes - 1) / kWarpLanes;
     if (lane_counts_.size() < threads) lane_counts_.resize(threads);
@@ -252,14 +169,12 @@ class BlockRecorder {
       address = a;
       return true;
     }
-    const std::vector<Range>& b = *buffers_;
-    auto it = std::upper_bound(b.begin(), b.end(), a, [](std::uintptr_t x, const Range& r) { return x < r.begin; });
-    if (it != b.begin() && a < std::prev(it)->end) {
+    if (const memory::Allocation* buffer = memory::find(*buffers_, a)) {
       space = Space::global;
-      address = (std::prev(it)->id << 40) + (a - std::prev(it)->begin);
+      address = (buffer->id << 40) + (a - buffer->begin);
       return true;
     }
-    if (a >= tls_.begin && a < tls_.end && !simt_variable(a)) {
+    if (tls_.contains(a) && !memory::simt_variable(a)) {
       space = Space::shared;
       address = a;
       return true;
@@ -339,8 +254,8 @@ class BlockRecorder {
   std::string_view kernel_;
   Totals totals_;
   std::uintptr_t shared_begin_ = 0, shared_end_ = 0;
-  TlsRange tls_;
-  std::shared_ptr<const std::vector<Range>> buffers_;
+  memory::Range tls_;
+  memory::Allocations buffers_;
   unsigned threads_ = 0;
   unsigned warps_in_block_ = 0;
   std::vector<std::unordered_map<std::uintptr_t, std::uint32_t>> lane_counts_;  // per thread: site -> k
@@ -350,12 +265,6 @@ class BlockRecorder {
 
 thread_local BlockRecorder this_thread_recorder;
 thread_local BlockRecorder* recording_block = nullptr;  // non-null while a block is recorded here
-
-unsigned current_thread_linear() {
-  const auto t = ::simt::cpu::builtin::threadIdx;
-  const auto b = ::simt::cpu::builtin::blockDim;
-  return t.x + b.x * (t.y + b.y * t.z);
-}
 
 }  // namespace
 
@@ -379,78 +288,8 @@ void block_end() {
   recording_block = nullptr;
 }
 
-namespace {
-
-// The sites of simt's own instructions, which have a source_location instead of a code address:
-// each gets a key with the top bit set (no user-space code address has it), and its file and line.
-struct NamedSites {
-  std::mutex mutex;
-  std::unordered_map<std::uintptr_t, std::pair<std::string, int>> by_key;
-};
-NamedSites& named_sites() {
-  static NamedSites n;
-  return n;
-}
-constexpr std::uintptr_t kNamedSite = std::uintptr_t{1} << (8 * sizeof(std::uintptr_t) - 1);
-
-std::uintptr_t named_site_key(const std::source_location& site) {
-  // Per host thread, a cache of the sites already registered (keyed by file pointer and line).
-  thread_local std::unordered_map<std::uint64_t, std::uintptr_t> cache;
-  const std::uint64_t local = reinterpret_cast<std::uintptr_t>(site.file_name()) * 1000003u ^
-                              (std::uint64_t{site.line()} << 12) ^ site.column();
-  if (auto it = cache.find(local); it != cache.end()) return it->second;
-  NamedSites& n = named_sites();
-  std::scoped_lock lock(n.mutex);
-  std::uintptr_t key = kNamedSite | (static_cast<std::uintptr_t>(local) >> 1);
-  while (true) {
-    auto [it, added] = n.by_key.try_emplace(key, site.file_name(), static_cast<int>(site.line()));
-    if (added || (it->second.first == site.file_name() && it->second.second == static_cast<int>(site.line()))) break;
-    key = kNamedSite | ((key + 1) & ~kNamedSite);  // another site took this key: the next one
-  }
-  cache.emplace(local, key);
-  return key;
-}
-
-}  // namespace
-
-bool named_site(std::uintptr_t key, std::string& file, int& line) {
-  if ((key & kNamedSite) == 0) return false;
-  NamedSites& n = named_sites();
-  std::scoped_lock lock(n.mutex);
-  const auto it = n.by_key.find(key);
-  if (it == n.by_key.end()) return false;
-  file = it->second.first;
-  line = it->second.second;
-  return true;
-}
-
-void record_instruction_access(const std::source_location& site, unsigned thread, const void* address,
-                               std::uint32_t bytes, Op op) {
-  if (recording_block == nullptr) return;
-  recording_block->record(thread, named_site_key(site), reinterpret_cast<std::uintptr_t>(address), bytes, op);
-}
-
-void register_device_memory(const void* data, std::size_t bytes) {
-  if (data == nullptr || bytes == 0) return;
-  Registry& r = registry();
-  std::scoped_lock lock(r.mutex);
-  const auto begin = reinterpret_cast<std::uintptr_t>(data);
-  r.live[begin] = Range{begin, begin + bytes, r.next_id++};
-  rebuild_snapshot(r);
-}
-
-void unregister_device_memory(const void* data) {
-  if (data == nullptr) return;
-  Registry& r = registry();
-  std::scoped_lock lock(r.mutex);
-  if (r.live.erase(reinterpret_cast<std::uintptr_t>(data)) > 0) rebuild_snapshot(r);
-}
-
-// Steps 1-2, for the hooks below.
-inline void hook(std::uintptr_t address, std::uint32_t bytes, Op op, void* site) {
-  BlockRecorder* block = recording_block;
-  if (block == nullptr || !::simt::cpu::detail::in_kernel()) return;
-  block->record(current_thread_linear(), reinterpret_cast<std::uintptr_t>(site), address, bytes, op);
+void record(unsigned thread, std::uintptr_t site, std::uintptr_t address, std::uint32_t bytes, Op op) {
+  if (recording_block != nullptr) recording_block->record(thread, site, address, bytes, op);
 }
 
 }  // namespace detail
@@ -464,21 +303,9 @@ const KernelProfile* find_kernel(const std::vector<KernelProfile>& kernels, std:
   return nullptr;
 }
 
-bool available() { return SIMT_PROFILE_HOOKS != 0; }
+bool available() { return observer::hooks_available(); }
 
-std::string unavailable_reason() {
-#if SIMT_PROFILE_HOOKS
-  return "";
-#elif defined(__SANITIZE_ADDRESS__)
-  return "not available in the asan build: GCC's -fsanitize=kernel-address, which the profiled kernels are "
-         "compiled with, does not combine with AddressSanitizer; use the default preset";
-#elif defined(__SANITIZE_THREAD__)
-  return "not available in the tsan build: the profiled kernels are not built there; use the default preset";
-#else
-  return "not available in this build: it needs GCC's outline memory instrumentation "
-         "(-fsanitize=kernel-address); build with GCC and the default preset";
-#endif
-}
+std::string unavailable_reason() { return observer::unavailable_reason(); }
 
 void start() {
   if (!available()) throw std::logic_error("simt profile: " + unavailable_reason());
@@ -495,60 +322,6 @@ void stop() { detail::recording_flag.store(false, std::memory_order_relaxed); }
 
 bool recording() { return detail::is_recording(); }
 
-namespace {
-
-// File and line of a return address: the call instruction just before it.
-struct SourceLine {
-  std::string file;
-  int line = 0;
-};
-
-// The path from the repository's top folder, where it is inside it.
-SourceLine trim_path(SourceLine s) {
-  for (const char* top : {"/chapters/", "/common/", "/tests/"}) {
-    const std::size_t at = s.file.rfind(top);
-    if (at != std::string::npos) {
-      s.file = s.file.substr(at + 1);
-      break;
-    }
-  }
-  return s;
-}
-
-SourceLine source_line(std::uintptr_t return_address) {
-  SourceLine named;
-  if (detail::named_site(return_address, named.file, named.line)) return trim_path(named);
-#if SIMT_HAVE_LIBDW
-  static std::mutex mutex;
-  static Dwfl* dwfl = [] {
-    static const Dwfl_Callbacks callbacks = {dwfl_linux_proc_find_elf, dwfl_standard_find_debuginfo, nullptr, nullptr};
-    Dwfl* d = dwfl_begin(&callbacks);
-    if (d != nullptr) {
-      dwfl_report_begin(d);
-      dwfl_linux_proc_report(d, getpid());
-      dwfl_report_end(d, nullptr, nullptr);
-    }
-    return d;
-  }();
-  std::scoped_lock lock(mutex);
-  if (dwfl == nullptr) return {};
-  const Dwarf_Addr pc = return_address - 1;
-  Dwfl_Module* module = dwfl_addrmodule(dwfl, pc);
-  if (module == nullptr) return {};
-  Dwfl_Line* line = dwfl_module_getsrc(module, pc);
-  if (line == nullptr) return {};
-  int number = 0;
-  const char* file = dwfl_lineinfo(line, nullptr, &number, nullptr, nullptr, nullptr);
-  if (file == nullptr) return {};
-  return trim_path({file, number});
-#else
-  (void)return_address;
-  return {};
-#endif
-}
-
-}  // namespace
-
 std::vector<KernelProfile> results() {
   detail::Results& r = detail::results_store();
   std::vector<KernelProfile> out;
@@ -558,7 +331,7 @@ std::vector<KernelProfile> results() {
     KernelProfile k{name, t.launches, t.global_load, t.global_store, t.shared_load, t.shared_store, {}};
     for (const auto& [key, site] : t.sites) {
       Site s = site;
-      const SourceLine where = source_line(s.address);
+      const sites::SourceLine where = sites::source_line(s.address);
       s.file = where.file;
       s.line = where.line;
       k.sites.push_back(std::move(s));
@@ -579,9 +352,7 @@ namespace {
 const char* space_name(Space s) { return s == Space::global ? "global" : "shared"; }
 const char* op_name(Op o) { return o == Op::load ? "load" : "store"; }
 
-std::string where(const Site& s) {
-  return s.file.empty() ? fmt::format("0x{:x} (no line information)", s.address) : fmt::format("{}:{}", s.file, s.line);
-}
+std::string where(const Site& s) { return sites::where(s.address, {s.file, s.line}); }
 
 // The worst sites: up to n by sectors (global), then up to n by bank conflicts (shared, only those
 // with conflicts), each with its share of the kernel's total.
@@ -712,37 +483,3 @@ void write_json(const std::string& path, const std::vector<KernelProfile>& kerne
 }
 
 }  // namespace simt::profile
-
-// ---- The hooks -------------------------------------------------------------------------------
-// GCC's -fsanitize=kernel-address with --param asan-instrumentation-with-call-threshold=0 calls
-// these before every access of the size in the name (N: the size is the second argument), and
-// __asan_handle_no_return before a call that does not return (a throw); the profile needs only
-// the first kind.
-#if SIMT_PROFILE_HOOKS
-#define SIMT_PROFILE_HOOK(size)                                                                        \
-  extern "C" void __asan_load##size##_noabort(std::uintptr_t address) {                                \
-    simt::profile::detail::hook(address, size, simt::profile::Op::load, __builtin_return_address(0));  \
-  }                                                                                                    \
-  extern "C" void __asan_store##size##_noabort(std::uintptr_t address) {                               \
-    simt::profile::detail::hook(address, size, simt::profile::Op::store, __builtin_return_address(0)); \
-  }
-SIMT_PROFILE_HOOK(1)
-SIMT_PROFILE_HOOK(2)
-SIMT_PROFILE_HOOK(4)
-SIMT_PROFILE_HOOK(8)
-SIMT_PROFILE_HOOK(16)
-#undef SIMT_PROFILE_HOOK
-extern "C" void __asan_loadN_noabort(std::uintptr_t address, std::size_t size) {
-  simt::profile::detail::hook(address, static_cast<std::uint32_t>(size), simt::profile::Op::load,
-                              __builtin_return_address(0));
-}
-extern "C" void __asan_storeN_noabort(std::uintptr_t address, std::size_t size) {
-  simt::profile::detail::hook(address, static_cast<std::uint32_t>(size), simt::profile::Op::store,
-                              __builtin_return_address(0));
-}
-extern "C" void __asan_handle_no_return() {}
-// Called around a translation unit's dynamic initialisation of globals (for ASan's init-order
-// check): nothing to do here.
-extern "C" void __asan_before_dynamic_init(const char*) {}
-extern "C" void __asan_after_dynamic_init() {}
-#endif

@@ -21,8 +21,9 @@
 // warp-collective operation), is one warp instruction; lanes that do not execute it are inactive.
 //
 // Available in builds with GCC and without a sanitizer (the hooks are the functions GCC's
-// -fsanitize=kernel-address calls, which the asan preset's AddressSanitizer runtime defines
-// itself); available() says so, and start() throws where it is not.
+// -fsanitize=thread instrumentation calls, which the tsan preset's runtime defines itself, and
+// which does not combine with the asan preset's AddressSanitizer); available() says so, and
+// start() throws where it is not.
 // Source: Nsight Compute, "Kernel Profiling Guide" (the metrics named in profile_count.h).
 #pragma once
 

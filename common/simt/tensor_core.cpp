@@ -23,7 +23,7 @@
 
 #include "common/simt/device_code.h"
 #include "common/simt/half_precision.h"
-#include "common/simt/profile_recorder.h"
+#include "common/simt/observer.h"
 #include "common/simt/tensor_core_cpu.h"
 #include "common/simt/warp_collective.h"
 
@@ -296,9 +296,8 @@ void ldmatrix(int matrices, bool trans, std::uint32_t* r, const void* row_addres
   // Only the lanes that give a row address are checked (the others' operands are not used).
   if (current_lane() < 8u * static_cast<unsigned>(matrices)) {
     check_shared_row(name, "row address", row_address, site);
-    // simt's memory profile: one 16-byte shared read per row, one warp instruction.
-    profile::detail::record_instruction_access(site, current_warp() * lanes + current_lane(), row_address, row_bytes,
-                                               profile::Op::load);
+    // simt's memory profile and race checker: one 16-byte shared read per row, one warp instruction.
+    observer::ldmatrix_read(site, current_warp() * lanes + current_lane(), row_address);
   }
   LdmatrixOperands operands{static_cast<const std::byte*>(row_address), r};
   WarpCollective op;
@@ -349,11 +348,9 @@ void cp_async_16(void* shared_dst, const void* global_src, bool valid, const std
                                   "global to shared memory");
     }
   }
-  // simt's memory profile: the instruction reads 16 bytes of global memory (none when !valid) and
-  // writes 16 bytes of shared memory, counted where it is issued.
-  const unsigned thread = current_warp() * lanes + current_lane();
-  if (valid) profile::detail::record_instruction_access(site, thread, global_src, row_bytes, profile::Op::load);
-  profile::detail::record_instruction_access(site, thread, shared_dst, row_bytes, profile::Op::store);
+  // simt's memory profile and race checker: the instruction reads 16 bytes of global memory (none
+  // when !valid) and writes 16 bytes of shared memory, at any moment until a wait retires it.
+  observer::async_copy_issued(site, current_warp() * lanes + current_lane(), shared_dst, global_src, valid);
   copies.in_flight.push_back(
       {static_cast<std::byte*>(shared_dst), static_cast<const std::byte*>(global_src), valid, copies.committed});
 }
@@ -367,9 +364,11 @@ void cp_async_wait_group(int n, const std::source_location&) {
   const std::uint64_t keep_from = copies.committed > static_cast<std::uint64_t>(n) ? copies.committed - n : 0;
   auto& in_flight = copies.in_flight;
   std::size_t kept = 0;
+  const unsigned thread = current_warp() * lanes + current_lane();
   for (std::size_t i = 0; i < in_flight.size(); ++i) {
     if (in_flight[i].group < keep_from) {
       land_async_copy(in_flight[i]);
+      observer::async_copy_landed(thread, in_flight[i].destination);  // for the race checker
     } else {
       in_flight[kept++] = in_flight[i];
     }

@@ -1,0 +1,247 @@
+// observer.h: the events of simt's scheduler, DeviceBuffer and instructions, passed on to the
+// memory profile (profile_recorder.h) and the race checker (racecheck_recorder.h); and the hooks
+// that GCC's outline instrumentation calls before every load and store of a profiled kernel copy.
+//
+// This file is never instrumented itself. A hook keeps an access only while a CUDA thread runs on
+// this host thread, in a block that one of the two tools watches (host code of a profiled
+// translation unit calls the hooks too); each tool then classifies the address (memory_map.h).
+#include "common/simt/observer.h"
+
+#include <atomic>
+
+#include "common/simt/block.h"
+#include "common/simt/device_code.h"
+#include "common/simt/memory_map.h"
+#include "common/simt/profile_recorder.h"
+#include "common/simt/profiled_copy.h"
+#include "common/simt/racecheck_recorder.h"
+#include "common/simt/sites.h"
+
+namespace simt {
+
+bool use_profiled_copy() { return observer::active(); }
+
+namespace observer {
+namespace {
+
+// What watches the block that runs on this host thread (set by block_begin, cleared by block_end).
+thread_local bool profile_block = false;
+thread_local bool racecheck_block = false;
+
+unsigned current_thread_linear() {
+  const auto t = ::simt::cpu::builtin::threadIdx;
+  const auto b = ::simt::cpu::builtin::blockDim;
+  return t.x + b.x * (t.y + b.y * t.z);
+}
+
+}  // namespace
+
+bool hooks_available() { return SIMT_PROFILE_HOOKS != 0; }
+
+std::string unavailable_reason() {
+#if SIMT_PROFILE_HOOKS
+  return "";
+#elif defined(__SANITIZE_ADDRESS__)
+  return "not available in the asan build: the profiled kernels are compiled with GCC's ThreadSanitizer "
+         "instrumentation, which does not combine with AddressSanitizer; use the default preset";
+#elif defined(__SANITIZE_THREAD__)
+  return "not available in the tsan build: ThreadSanitizer's own runtime takes the calls the profiled kernels "
+         "would make to simt; use the default preset";
+#else
+  return "not available in this build: it needs GCC's memory-access instrumentation "
+         "(-fsanitize=thread, without its runtime); build with GCC and the default preset";
+#endif
+}
+
+bool active() { return profile::detail::is_recording() || racecheck::detail::is_enabled(); }
+
+void launch_begin(std::string_view kernel, bool profiled_copy, const void* const* arguments, std::size_t count) {
+  if (racecheck::detail::is_enabled()) racecheck::detail::launch_begin(kernel, profiled_copy, arguments, count);
+}
+
+void launch_end() {
+  if (racecheck::detail::is_enabled()) racecheck::detail::launch_end();
+}
+
+void block_begin(std::string_view kernel, BlockPlace grid, std::uint64_t block_linear, const std::byte* shared,
+                 std::size_t shared_bytes, unsigned threads) {
+  profile_block = profile::detail::is_recording();
+  if (profile_block) profile::detail::block_begin(kernel, block_linear == 0, shared, shared_bytes, threads);
+  racecheck_block = racecheck::detail::is_enabled();
+  if (racecheck_block) {
+    racecheck::detail::block_begin(kernel, grid, block_linear, shared, shared_bytes, threads);
+  }
+}
+
+void warp_sync(unsigned warp) {
+  if (profile_block) profile::detail::warp_sync(warp);
+  if (racecheck_block) racecheck::detail::warp_sync(warp);
+}
+
+void block_sync() {
+  if (profile_block) profile::detail::block_sync();
+  if (racecheck_block) racecheck::detail::block_sync();
+}
+
+void block_end() {
+  if (!profile_block && !racecheck_block) return;  // (written only when set: fibers read them)
+  if (profile_block) profile::detail::block_end();
+  if (racecheck_block) racecheck::detail::block_end();
+  profile_block = racecheck_block = false;
+}
+
+void ldmatrix_read(const std::source_location& site, unsigned thread, const void* address) {
+  if (!profile_block && !racecheck_block) return;
+  const std::uintptr_t key = sites::key(site);
+  const auto a = reinterpret_cast<std::uintptr_t>(address);
+  if (profile_block) profile::detail::record(thread, key, a, 16, profile::Op::load);
+  if (racecheck_block) racecheck::detail::access(thread, key, a, 16, racecheck::detail::Operation::ldmatrix_read);
+}
+
+void async_copy_issued(const std::source_location& site, unsigned thread, const void* shared_dst,
+                       const void* global_src, bool valid) {
+  if (!profile_block && !racecheck_block) return;
+  const std::uintptr_t key = sites::key(site);
+  if (profile_block) {
+    // The profile counts the instruction where it is issued: a 16-byte global read (none when
+    // !valid) and a 16-byte shared write.
+    if (valid)
+      profile::detail::record(thread, key, reinterpret_cast<std::uintptr_t>(global_src), 16, profile::Op::load);
+    profile::detail::record(thread, key, reinterpret_cast<std::uintptr_t>(shared_dst), 16, profile::Op::store);
+  }
+  if (racecheck_block) racecheck::detail::async_copy_issued(thread, key, shared_dst, global_src, valid);
+}
+
+void async_copy_landed(unsigned thread, const void* shared_dst) {
+  if (racecheck_block) racecheck::detail::async_copy_landed(thread, shared_dst);
+}
+
+void atomic_access(const std::source_location& site, const void* address, std::uint32_t bytes) {
+  // Not counted by the profile: Nsight Compute counts atomics under metrics of their own.
+  if (!racecheck_block || !::simt::cpu::detail::in_kernel()) return;
+  racecheck::detail::access(current_thread_linear(), sites::key(site), reinterpret_cast<std::uintptr_t>(address), bytes,
+                            racecheck::detail::Operation::atomic);
+}
+
+}  // namespace observer
+
+// device_code.h's atomicAdd in a profiled copy.
+namespace cpu::detail {
+namespace {
+template <class T>
+T atomic_add(T* address, T value, const std::source_location& site) {
+  observer::atomic_access(site, address, sizeof(T));
+  return std::atomic_ref<T>(*address).fetch_add(value, std::memory_order_relaxed);
+}
+}  // namespace
+float atomic_add_seen(float* address, float value, const std::source_location& site) {
+  return atomic_add(address, value, site);
+}
+int atomic_add_seen(int* address, int value, const std::source_location& site) {
+  return atomic_add(address, value, site);
+}
+unsigned atomic_add_seen(unsigned* address, unsigned value, const std::source_location& site) {
+  return atomic_add(address, value, site);
+}
+}  // namespace cpu::detail
+
+namespace observer {
+
+void register_device_memory(const void* data, std::size_t bytes, std::size_t element_bytes) {
+  // The written bits cost one bit per byte: kept only while the race checker is on.
+  memory::register_allocation(data, bytes, element_bytes, racecheck::detail::is_enabled());
+}
+
+void unregister_device_memory(const void* data) { memory::unregister_allocation(data); }
+
+void host_wrote(const void* data, std::size_t bytes, bool written) { memory::host_wrote(data, bytes, written); }
+
+// Steps 1-2 of profile.cpp's list, for both tools: an access of a CUDA thread of a watched block.
+inline void hook(std::uintptr_t address, std::uint32_t bytes, bool store, void* site) {
+  if ((!profile_block && !racecheck_block) || !::simt::cpu::detail::in_kernel()) return;
+  const unsigned thread = current_thread_linear();
+  const auto key = reinterpret_cast<std::uintptr_t>(site);
+  if (profile_block)
+    profile::detail::record(thread, key, address, bytes, store ? profile::Op::store : profile::Op::load);
+  if (racecheck_block) {
+    racecheck::detail::access(thread, key, address, bytes,
+                              store ? racecheck::detail::Operation::write : racecheck::detail::Operation::read);
+  }
+}
+
+}  // namespace observer
+}  // namespace simt
+
+// ---- The hooks -------------------------------------------------------------------------------
+// GCC's -fsanitize=thread instrumentation, compiled without its runtime, calls these before every
+// load and store of a profiled translation unit, with the size in the name (range: the size is the
+// second argument, for a copy of a struct or a fixed-size memcpy), and __tsan_init from a
+// constructor. Unlike AddressSanitizer's instrumentation, it keeps the load and the store of a
+// read-modify-write (x += 1) as two calls, which a race checker needs. It also turns the program's
+// atomic operations into calls, which these functions carry out (sequentially consistent, whatever
+// order was asked for; the kernels' own atomicAdd does not come here: device_code.h), and reports
+// the stores of vtable pointers, which need nothing.
+#if SIMT_PROFILE_HOOKS
+extern "C" {
+#define SIMT_MEMORY_HOOK(size)                                                                           \
+  void __tsan_read##size(void* a) {                                                                      \
+    simt::observer::hook(reinterpret_cast<std::uintptr_t>(a), size, false, __builtin_return_address(0)); \
+  }                                                                                                      \
+  void __tsan_write##size(void* a) {                                                                     \
+    simt::observer::hook(reinterpret_cast<std::uintptr_t>(a), size, true, __builtin_return_address(0));  \
+  }                                                                                                      \
+  void __tsan_unaligned_read##size(void* a) {                                                            \
+    simt::observer::hook(reinterpret_cast<std::uintptr_t>(a), size, false, __builtin_return_address(0)); \
+  }                                                                                                      \
+  void __tsan_unaligned_write##size(void* a) {                                                           \
+    simt::observer::hook(reinterpret_cast<std::uintptr_t>(a), size, true, __builtin_return_address(0));  \
+  }
+SIMT_MEMORY_HOOK(1)
+SIMT_MEMORY_HOOK(2)
+SIMT_MEMORY_HOOK(4)
+SIMT_MEMORY_HOOK(8)
+SIMT_MEMORY_HOOK(16)
+#undef SIMT_MEMORY_HOOK
+void __tsan_read_range(void* a, unsigned long size) {
+  simt::observer::hook(reinterpret_cast<std::uintptr_t>(a), static_cast<std::uint32_t>(size), false,
+                       __builtin_return_address(0));
+}
+void __tsan_write_range(void* a, unsigned long size) {
+  simt::observer::hook(reinterpret_cast<std::uintptr_t>(a), static_cast<std::uint32_t>(size), true,
+                       __builtin_return_address(0));
+}
+void __tsan_init() {}
+void __tsan_func_entry(void*) {}
+void __tsan_func_exit() {}
+void __tsan_vptr_update(void**, void*) {}
+void __tsan_vptr_read(void**) {}
+
+#define SIMT_ATOMICS(bits, T)                                                                                         \
+  T __tsan_atomic##bits##_load(const volatile T* a, int) { return __atomic_load_n(a, __ATOMIC_SEQ_CST); }             \
+  void __tsan_atomic##bits##_store(volatile T* a, T v, int) { __atomic_store_n(a, v, __ATOMIC_SEQ_CST); }             \
+  T __tsan_atomic##bits##_exchange(volatile T* a, T v, int) { return __atomic_exchange_n(a, v, __ATOMIC_SEQ_CST); }   \
+  T __tsan_atomic##bits##_fetch_add(volatile T* a, T v, int) { return __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST); }   \
+  T __tsan_atomic##bits##_fetch_sub(volatile T* a, T v, int) { return __atomic_fetch_sub(a, v, __ATOMIC_SEQ_CST); }   \
+  T __tsan_atomic##bits##_fetch_and(volatile T* a, T v, int) { return __atomic_fetch_and(a, v, __ATOMIC_SEQ_CST); }   \
+  T __tsan_atomic##bits##_fetch_or(volatile T* a, T v, int) { return __atomic_fetch_or(a, v, __ATOMIC_SEQ_CST); }     \
+  T __tsan_atomic##bits##_fetch_xor(volatile T* a, T v, int) { return __atomic_fetch_xor(a, v, __ATOMIC_SEQ_CST); }   \
+  T __tsan_atomic##bits##_fetch_nand(volatile T* a, T v, int) { return __atomic_fetch_nand(a, v, __ATOMIC_SEQ_CST); } \
+  int __tsan_atomic##bits##_compare_exchange_strong(volatile T* a, T* expected, T v, int, int) {                      \
+    return __atomic_compare_exchange_n(a, expected, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);                    \
+  }                                                                                                                   \
+  int __tsan_atomic##bits##_compare_exchange_weak(volatile T* a, T* expected, T v, int, int) {                        \
+    return __atomic_compare_exchange_n(a, expected, v, true, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);                     \
+  }                                                                                                                   \
+  T __tsan_atomic##bits##_compare_exchange_val(volatile T* a, T expected, T v, int, int) {                            \
+    __atomic_compare_exchange_n(a, &expected, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);                          \
+    return expected;                                                                                                  \
+  }
+SIMT_ATOMICS(8, char)
+SIMT_ATOMICS(16, short)
+SIMT_ATOMICS(32, int)
+SIMT_ATOMICS(64, long)
+#undef SIMT_ATOMICS
+void __tsan_atomic_thread_fence(int) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+void __tsan_atomic_signal_fence(int) { __atomic_signal_fence(__ATOMIC_SEQ_CST); }
+}  // extern "C"
+#endif

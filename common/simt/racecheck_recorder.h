@@ -1,0 +1,43 @@
+// The checker behind simt::racecheck (racecheck.h), as observer.cpp drives it: observer.h is what
+// the scheduler, DeviceBuffer and simt's own instructions call, and it hands each event to this
+// checker while racecheck is enabled(). Nothing here is for kernels or chapters.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "common/simt/observer.h"
+
+namespace simt::racecheck::detail {
+
+// What one access is.
+enum class Operation : std::uint8_t {
+  read,            // an ordinary load of a profiled copy
+  write,           // an ordinary store
+  ldmatrix_read,   // one lane's row of an ldmatrix
+  cp_async_read,   // the global read of a cp.async
+  cp_async_write,  // the shared write of a cp.async (until its wait_group retires it)
+  atomic,          // atomicAdd: a read and a write in one indivisible step
+};
+
+// True while enable() or start() is on (a relaxed load, after the first call has read
+// SIMT_RACECHECK).
+bool is_enabled();
+
+// The events of observer.h, for the checker.
+void launch_begin(std::string_view kernel, bool profiled_copy, const void* const* arguments, std::size_t count);
+void launch_end();
+void block_begin(std::string_view kernel, observer::BlockPlace grid, std::uint64_t block_linear,
+                 const std::byte* shared, std::size_t shared_bytes, unsigned threads);
+void warp_sync(unsigned warp);
+void block_sync();
+void block_end();
+// One access of CUDA thread `thread` of the block being checked on this host thread (nothing
+// otherwise); `site` is a key of sites.h.
+void access(unsigned thread, std::uintptr_t site, std::uintptr_t address, std::uint32_t bytes, Operation op);
+void async_copy_issued(unsigned thread, std::uintptr_t site, const void* shared_dst, const void* global_src,
+                       bool valid);
+void async_copy_landed(unsigned thread, const void* shared_dst);
+
+}  // namespace simt::racecheck::detail
