@@ -6,6 +6,7 @@
 
 #include "common/chapter.h"
 #include "common/npy.h"
+#include "common/profile_cli.h"
 #include "common/random.h"
 #include "common/simt/schedule.h"
 
@@ -40,6 +41,7 @@ void AttentionFlags::add_to(CLI::App& app) {
   app.add_option("--device", device, "cpu or gpu")
       ->check(CLI::IsMember({"cpu", "gpu"}))
       ->default_str("gpu if there is one, else cpu");
+  add_profile_flags(app, device);  // --profile, --profile-json and --racecheck (common/profile_cli.h)
 }
 
 namespace {
@@ -85,6 +87,7 @@ AttentionShape AttentionFlags::plan(Plan& plan) const {
     plan.add_input("--k", k_path);
     plan.add_input("--v", v_path);
   }
+  if (!profile_json_path().empty()) plan.add_output("--profile-json", profile_json_path());
   const AttentionCounts n = attention_counts(shape);
   plan.memory.add("Q, K, V (float32)", bytes_of(sizeof(float) * (n.q + 2 * n.k)));
   return shape;

@@ -429,7 +429,8 @@ bool announce_long_run(double flops, double flops_per_second);
 
 // ---- The inputs of the attention demos (chapters 04 and later) -----------------------------------
 // Either three .npy files (--q --k --v), or random tensors drawn from a seed (--batch --heads
-// --seq-q --seq-k --head-dim --seed); plus --causal, --scale and --device.
+// --seq-q --seq-k --head-dim --seed); plus --causal, --scale and --device, and simt's --profile,
+// --profile-json and --racecheck (common/profile_cli.h) for the kernels run on the CPU.
 struct AttentionFlags {
   std::string q_path, k_path, v_path;  // all three, or none
   std::uint64_t batch = 1, heads = 2, seq_len_q = 256, seq_len_k = 256, head_dim = 64;
@@ -439,13 +440,14 @@ struct AttentionFlags {
   std::string device;             // "cpu", "gpu" or empty (the GPU when there is one)
   bool accept_f16_files = false;  // set by a demo (chapter 06) whose kernel takes fp16: '<f2' files too
 
-  // Registers the flags above on app; --help shows each one's default.
+  // Registers the flags above, and --profile, --profile-json and --racecheck, on app; --help shows
+  // each one's default. Once per program.
   void add_to(CLI::App& app);
 
   // Step 2 of the front door, for the inputs: the device (refused when --device gpu has none), and
   // for the CPU, simt's SIMT_SCHEDULE and SIMT_THREADS (refused when malformed); the problem's
-  // shapes, from the .npy headers (the data is not read) or from the size flags; the input files
-  // and Q, K, V's memory added to the plan. Throws std::invalid_argument or std::runtime_error
+  // shapes, from the .npy headers (the data is not read) or from the size flags; the input files,
+  // the --profile-json file and Q, K, V's memory added to the plan. Throws std::invalid_argument or std::runtime_error
   // naming the flag or the file and what is accepted.
   AttentionShape plan(Plan& plan) const;
   Device chosen_device() const;

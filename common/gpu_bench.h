@@ -14,13 +14,55 @@
 #include <algorithm>
 #include <cstddef>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include <cuda_runtime.h>
+#include <CLI/CLI.hpp>
 
 #include "common/simt/cuda_check.h"  // after <cuda_runtime.h>
 
 namespace fa::bench {
+
+// The variables of the flags that every GPU benchmark takes (add_flags), each holding its default.
+struct Flags {
+  std::vector<int>& seq_lens;
+  std::vector<int>& head_dims;
+  int& batch;
+  int& heads;
+  int& warmup;
+  int& runs;
+  bool& once;
+};
+
+// Registers --seq, --head-dim (one of `compiled`), --batch, --heads, --warmup, --runs and --once on
+// app, each showing its default; `timed` names what is timed ("launches", "passes"). batch * heads
+// beyond the grid's y limit is refused after the parse (check_grid).
+inline void add_flags(CLI::App& app, const Flags& f, const std::vector<int>& compiled, const std::string& timed) {
+  app.add_option("--seq", f.seq_lens, "sequence lengths (queries = keys)")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  app.add_option("--head-dim", f.head_dims, "head dims")->check(CLI::IsMember(compiled))->capture_default_str();
+  app.add_option("--batch", f.batch, "batch size")->check(CLI::Range(1, 65535))->capture_default_str();
+  app.add_option("--heads", f.heads, "heads")->check(CLI::Range(1, 65535))->capture_default_str();
+  app.add_option("--warmup", f.warmup, "untimed " + timed + " first")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  app.add_option("--runs", f.runs, "timed " + timed + " at most (the median is reported)")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  app.add_flag("--once", f.once, "run each kernel once, untimed (for ncu), then stop");
+}
+
+// Throws std::invalid_argument when batch * heads exceeds 65535, the grid's y limit (CUDA C++
+// Programming Guide, "Compute Capabilities": maximum y-dimension of a grid of thread blocks).
+inline void check_grid(int batch, int heads) {
+  const long long blocks = static_cast<long long>(batch) * heads;
+  if (blocks > 65535) {
+    throw std::invalid_argument("--batch times --heads is " + std::to_string(blocks) +
+                                "; accepted: at most 65535 (the grid's y limit)");
+  }
+}
 
 // The properties of the GPU the benchmark runs on (the current device). Throws std::runtime_error
 // with one line where the CUDA runtime sees no GPU (none present, none visible, or a driver that is

@@ -26,9 +26,12 @@ State& state() {
   return s;
 }
 
-// Whatever end_profile() would print or write, when the program ends.
+// Whatever end_profile() would print or write, when the program ends; nothing where no kernel was
+// launched (a run refused before its work says only why).
 void end_profile_at_exit() {
   try {
+    simt::profile::stop();  // (idempotent)
+    if (simt::profile::results().empty()) return;
     (void)end_profile();
   } catch (const std::exception& e) {
     std::fflush(stdout);

@@ -1,8 +1,9 @@
 // The demos' --profile, --profile-json FILE and --racecheck: simt's memory profile
 // (common/simt/profile.h) and race checker (common/simt/racecheck.h) of the kernels a demo runs on
-// the CPU. One line in a demo's main gives it all three:
+// the CPU. An attention demo gets all three with its inputs' flags (fa::AttentionFlags::add_to,
+// common/chapter.h, which calls add_profile_flags with its --device); another program with one line:
 //
-//   fa::add_profile_flags(app, flags.device);   // flags: the demo's fa::AttentionFlags
+//   fa::add_profile_flags(app);                 // kernels that always run on the CPU
 //
 // and one in its CMakeLists.txt gives its kernels the profiled copy that both tools watch:
 //
@@ -11,10 +12,9 @@
 // The flags take effect as soon as they are parsed: where this build has no profiled copies (the
 // asan and tsan presets, a compiler other than GCC), or where the kernels would run on a GPU, the
 // flag is refused with one line that says why (exit status 2), before any work. The profile's
-// table is printed (and its JSON written) when the program ends, or earlier where the demo calls
-// end_profile() to use the counts itself. The race checker's report comes at the very end: every
-// hazard, then one summary line, and exit status 1 if it found anything, whatever the demo's
-// verdict was (common/simt/racecheck.h).
+// table is printed (and its JSON written) when the program ends, if it launched a kernel, or earlier where the demo
+// calls end_profile() to use the counts itself. The race checker's report comes at the very end: every hazard, then one
+// summary line, and exit status 1 if it found anything, whatever the demo's verdict was (common/simt/racecheck.h).
 #pragma once
 
 #include <string>
@@ -33,8 +33,8 @@ void add_profile_flags(CLI::App& app, const std::string& device);
 // The same for a program whose kernels always run on the CPU (simt's examples).
 void add_profile_flags(CLI::App& app);
 
-// The file --profile-json names, or empty where it was not given: a demo's front door checks that
-// it can be written before any work (fa::Plan::add_output, common/chapter.h).
+// The file --profile-json names, or empty where it was not given: an attention demo's front door
+// checks that it can be written before any work (fa::AttentionFlags::plan, common/chapter.h).
 const std::string& profile_json_path();
 
 // Ends the profile now, if one was asked for: prints its table for --profile, writes the JSON for

@@ -17,8 +17,7 @@
 // The program is a profiled copy (every load and store calls simt's hooks) where the build has
 // them; elsewhere (asan, tsan) it prints the sums and says that the race checker is not available.
 // docs/simt.md ("Racecheck") walks through the report.
-#include <cmath>
-#include <cstdint>
+#include <cstddef>
 #include <exception>
 #include <span>
 #include <string>
@@ -29,6 +28,7 @@
 
 #include "common/simt/racecheck.h"
 #include "common/simt/simt.h"
+#include "examples/example_flags.h"
 
 namespace demo::SIMT_BACKEND {
 
@@ -64,21 +64,14 @@ __global__ void tiled_sum(const float* in, float* out, bool end_barrier) {
 int main(int argc, char** argv) {
   namespace kernel = demo::SIMT_BACKEND;
   CLI::App app{"A cp.async double buffer without its end-of-tile barrier, and simt's race checker."};
-  app.option_defaults()->always_capture_default();
-  std::string schedule;
-  unsigned blocks = 2;
-  bool fixed = false;
-  app.add_option("--schedule", schedule, "in_order, reverse, random or random:<seed>")
-      ->default_str("SIMT_SCHEDULE, or in_order");
-  app.add_option("--blocks", blocks, "number of blocks of 128 threads")->check(CLI::Range(1u, 1024u));
-  app.add_flag("--fixed", fixed, "put the end-of-tile __syncthreads() back");
+  example::Flags flags{.blocks = 2};
+  example::add_flags(app, flags, kernel::kThreads, 1024, "the end-of-tile __syncthreads()");
   CLI11_PARSE(app, argc, argv);
+  const unsigned blocks = flags.blocks;
+  const bool fixed = flags.fixed;
 
   try {
-    if (!schedule.empty()) {
-      const auto choice = simt::parse_schedule(schedule);
-      simt::set_schedule(choice.schedule, choice.seed);
-    }
+    const std::string schedule = example::apply_schedule(flags);
     const bool check = simt::racecheck::available();
     if (check) simt::racecheck::start();
     // Inputs: small integers, whose float sums are exact in any order.
@@ -101,8 +94,7 @@ int main(int argc, char** argv) {
       }
     }
     fmt::print("{} blocks x 128 threads, {} tiles each, end-of-tile barrier {}, schedule {}\n", blocks, kernel::kTiles,
-               fixed ? "present" : "MISSING",
-               schedule.empty() ? std::string(simt::to_string(simt::current_schedule())) : schedule);
+               fixed ? "present" : "MISSING", schedule);
     fmt::print("sums: {} of {} wrong (on the CPU a cp.async lands only at its wait: the race cannot change them)\n\n",
                wrong, blocks * kernel::kThreads);
     if (!check) {

@@ -9,10 +9,9 @@
 //   simt_missing_barrier --racecheck            simt's race checker names both lines, whatever the order
 //   build/tsan/bin/simt_missing_barrier         ThreadSanitizer reports the race, whatever the order
 #include <cmath>
-#include <cstdint>
+#include <cstddef>
 #include <span>
 #include <string>
-#include <vector>
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
@@ -20,6 +19,7 @@
 #include "common/random.h"
 #include "common/simt/racecheck.h"
 #include "common/simt/simt.h"
+#include "examples/example_flags.h"
 
 namespace demo::SIMT_BACKEND {
 
@@ -43,31 +43,19 @@ __global__ void block_sum(const float* in, float* out, bool fixed) {
 
 int main(int argc, char** argv) {
   CLI::App app{"A block sum with a __syncthreads() missing, run on the CPU through common/simt."};
-  app.option_defaults()->always_capture_default();
-  std::string schedule;
-  unsigned blocks = 4;
-  bool fixed = false;
-  // Without --schedule, SIMT_SCHEDULE (or in_order) applies, as in every program that uses simt.
-  app.add_option("--schedule", schedule, "in_order, reverse, random or random:<seed>")
-      ->default_str("SIMT_SCHEDULE, or in_order");
-  app.add_option("--blocks", blocks, "number of blocks of 256 threads")->check(CLI::Range(1u, 4096u));
-  app.add_flag("--fixed", fixed, "put the missing __syncthreads() back");
+  example::Flags flags{.blocks = 4};
+  example::add_flags(app, flags, demo::SIMT_BACKEND::block_size, 4096, "the missing __syncthreads()");
   bool racecheck = false;
   app.add_flag("--racecheck", racecheck,
                "check the kernel with simt's race checker: its report comes at the end, exit status 1 if it finds a "
                "hazard");
   CLI11_PARSE(app, argc, argv);
+  const unsigned blocks = flags.blocks;
+  const bool fixed = flags.fixed;
 
   try {
     if (racecheck) simt::racecheck::enable();  // throws, saying why, where this build has no profiled copy
-    if (!schedule.empty()) {
-      const auto choice = simt::parse_schedule(schedule);
-      simt::set_schedule(choice.schedule, choice.seed);
-    }
-    const simt::ScheduleChoice used = simt::current_schedule_choice();
-    const std::string used_name = used.schedule == simt::Schedule::random && used.seed != 0
-                                      ? fmt::format("random:{}", used.seed)
-                                      : std::string(simt::to_string(used.schedule));
+    const std::string used_name = example::apply_schedule(flags);
     const auto in = fa::uniform<float>(std::size_t{blocks} * demo::SIMT_BACKEND::block_size, 2024, 0.0, 1.0);
     simt::DeviceBuffer<float> d_in{std::span<const float>(in)}, d_out(blocks);
     simt::launch<demo::SIMT_BACKEND::block_sum>(dim3(blocks), dim3(demo::SIMT_BACKEND::block_size), 0, d_in.data(),

@@ -385,6 +385,15 @@ fi
 
 # ---- report ---------------------------------------------------------------------------------------
 begin report
+# The notes of every step, then the table of steps so far (the report's last section, and the end of
+# what the script prints).
+print_check() {
+  printf '%s\n' "${summary[@]}"
+  echo
+  echo "| step | budget s | took s | result |"
+  echo "|---|---|---|---|"
+  printf '%s\n' "${step_rows[@]}"
+}
 table_of() { [ -s "$logs/$1" ] && grep -E '^\|' "$logs/$1"; }
 text_of() { [ -s "$logs/$1" ] && grep -vE '^\||^$' "$logs/$1"; }
 # section NN HEADING OK: chapter NN's benchmark table with torch's rows under it, or why there is none.
@@ -441,11 +450,7 @@ device_line=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2
   echo
   echo "## The check"
   echo
-  printf '%s\n' "${summary[@]}"
-  echo
-  echo "| step | budget s | took s | result |"
-  echo "|---|---|---|---|"
-  printf '%s\n' "${step_rows[@]}"
+  print_check
   echo
   echo "CPU benchmarks (Google Benchmark) are built by the \`default\` preset: \`ch02_softmax_bench\` and"
   echo "\`simt_bench\`; their figures depend on the machine, so they are not recorded here."
@@ -470,10 +475,6 @@ done
 [ -n "$ncu_dram" ] && printf '\n%s\n' "$ncu_dram"
 [ -n "$ncu_counts" ] && printf '\n%s' "$ncu_counts"
 echo
-printf '%s\n' "${summary[@]}"
-echo
-echo "| step | budget s | took s | result |"
-echo "|---|---|---|---|"
-printf '%s\n' "${step_rows[@]}"
+print_check
 echo "| total | $total_budget | $((SECONDS - t0)) | $( ((failed)) && echo FAILED || echo ok) |"
 exit "$failed"

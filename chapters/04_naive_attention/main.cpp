@@ -35,8 +35,7 @@ int main(int argc, char** argv) {
   fa::AttentionFlags flags;
   flags.add_to(program.app());
   fa::Output& out = program.add_output("--out", "O");
-  fa::add_profile_flags(program.app(), flags.device);  // --profile, --profile-json, --racecheck (common/profile_cli.h)
-  ch04::Options options;                               // from the flags, once they are parsed
+  ch04::Options options;  // from the flags, once they are parsed
   fa::Device device{};
   fa::AttentionShape shape;
 
@@ -44,7 +43,6 @@ int main(int argc, char** argv) {
   const auto before_work = [&](fa::Plan& plan) -> std::optional<fa::Banner> {
     options = {flags.scale, flags.causal};
     device = flags.chosen_device();
-    if (!fa::profile_json_path().empty()) plan.add_output("--profile-json", fa::profile_json_path());
     shape = flags.plan(plan);
     (void)ch04::check_problem(shape, options);
     plan.memory.add("chapter 04's kernels (Q, K, V, O, S, P and the copies back)", ch04::memory_needed(shape));

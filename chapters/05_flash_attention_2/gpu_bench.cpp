@@ -137,32 +137,13 @@ int main(int argc, char** argv) {
   int batch = 4, heads = 16, warmup = 3, runs = 20;
   double budget_ms = 1000;
   bool once = false;
-  app.add_option("--seq", seq_lens, "sequence lengths (queries = keys)")
-      ->check(CLI::Range(1, 1 << 20))
-      ->capture_default_str();
-  app.add_option("--head-dim", head_dims, "head dims (32, 64 or 128)")
-      ->check(CLI::IsMember({32, 64, 128}))
-      ->capture_default_str();
-  app.add_option("--batch", batch, "batch size")->check(CLI::Range(1, 65535))->capture_default_str();
-  app.add_option("--heads", heads, "heads")->check(CLI::Range(1, 65535))->capture_default_str();
-  app.add_option("--warmup", warmup, "untimed launches first (only the first for a kernel over 100 ms)")
-      ->check(CLI::Range(1, 1000))
-      ->capture_default_str();
-  app.add_option("--runs", runs, "timed launches at most (the median is reported)")
-      ->check(CLI::Range(1, 100000))
-      ->capture_default_str();
+  fa::bench::add_flags(app, {seq_lens, head_dims, batch, heads, warmup, runs, once}, {32, 64, 128}, "launches");
   app.add_option("--budget-ms", budget_ms, "time for the timed runs of one row: fewer runs for a slow kernel")
       ->check(CLI::Range(1.0, 1e7))
       ->capture_default_str();
-  app.add_flag("--once", once, "launch each kernel once, untimed (for ncu), then stop");
   CLI11_PARSE(app, argc, argv);
-  if (static_cast<long long>(batch) * heads > 65535) {
-    fmt::print(stderr, "error: --batch times --heads is {}; accepted: at most 65535 (the grid's y limit)\n",
-               static_cast<long long>(batch) * heads);
-    return 1;
-  }
-
   try {
+    fa::bench::check_grid(batch, heads);
     const cudaDeviceProp prop = fa::bench::device_properties();  // or one line: no GPU
     // One allocation of each tensor for the largest shape; a smaller shape uses the beginning of it
     // ([batch * heads, N, d] row-major, so the first batch * heads * N * d values are a whole

@@ -113,7 +113,6 @@ int main(int argc, char** argv) {
       ->needs(traffic_flag);
   program.summary_option()->excludes(traffic_flag);
   out.option()->excludes(traffic_flag);
-  fa::add_profile_flags(app, flags.device);  // --profile, --profile-json, --racecheck (common/profile_cli.h)
 
   ch05::Options options;  // from the flags, once they are parsed
   ch04::Options naive_options;
@@ -133,7 +132,6 @@ read or written once.)"};
     options = {flags.scale, flags.causal, tile};
     naive_options = {flags.scale, flags.causal};
     device = flags.chosen_device();
-    if (!fa::profile_json_path().empty()) plan.add_output("--profile-json", fa::profile_json_path());
     shape = flags.plan(plan);
     (void)ch05::check_problem(shape, options);
     plan.memory.add("this chapter's kernel (Q, K, V, O, L and the copies back)", ch05::memory_needed(shape));

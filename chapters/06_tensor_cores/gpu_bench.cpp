@@ -45,18 +45,13 @@ int main(int argc, char** argv) {
   int batch = 4, heads = 16, warmup = 3, runs = 20;
   std::string tile_text = fa::tile_name(ch06::Options{}.tile);
   bool once = false;
-  app.add_option("--seq", seq_lens, "sequence lengths (queries = keys)")->check(CLI::PositiveNumber);
-  app.add_option("--head-dim", head_dims, "head dims (64 or 128)");
+  fa::bench::add_flags(app, {seq_lens, head_dims, batch, heads, warmup, runs, once}, {64, 128}, "launches");
   app.add_option("--dtype", dtypes, "element types")->check(CLI::IsMember({"bf16", "fp16"}));
   app.add_option("--tile", tile_text, "Br x Bc tile shape: " + fa::tile_list(ch06::kCompiled));
-  app.add_option("--batch", batch, "batch size")->check(CLI::PositiveNumber);
-  app.add_option("--heads", heads, "heads")->check(CLI::PositiveNumber);
-  app.add_option("--warmup", warmup, "untimed launches first")->check(CLI::NonNegativeNumber);
-  app.add_option("--runs", runs, "timed launches (the median is reported)")->check(CLI::PositiveNumber);
-  app.add_flag("--once", once, "launch each kernel once, untimed (for ncu), then stop");
   CLI11_PARSE(app, argc, argv);
 
   try {
+    fa::bench::check_grid(batch, heads);
     const fa::Tile tile = fa::parse_tile(tile_text, ch06::kCompiled);
     for (int d : head_dims) {
       if (std::find(ch06::kHeadDims.begin(), ch06::kHeadDims.end(), d) == ch06::kHeadDims.end()) {

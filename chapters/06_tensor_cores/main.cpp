@@ -22,7 +22,6 @@
 #include "chapters/06_tensor_cores/error_budget.h"
 #include "chapters/06_tensor_cores/tensor_cores.h"
 #include "common/chapter.h"
-#include "common/profile_cli.h"
 
 namespace {
 
@@ -56,7 +55,6 @@ float32 accumulation), checked against chapter 05.)");
   fa::AttentionFlags flags;
   flags.accept_f16_files = true;
   flags.add_to(app);
-  fa::add_profile_flags(app, flags.device);  // --profile, --profile-json, --racecheck (common/profile_cli.h)
   fa::Output& out = program.add_output("--out", "O");
   fa::Tile tile = ch06::Options{}.tile;
   fa::cli::add_tile(app, tile, ch06::kCompiled);
@@ -73,7 +71,6 @@ float32 accumulation), checked against chapter 05.)");
   const auto before_work = [&](fa::Plan& plan) -> std::optional<fa::Banner> {
     element = ch06::parse_element_type(dtype_text);
     device = flags.chosen_device();
-    if (!fa::profile_json_path().empty()) plan.add_output("--profile-json", fa::profile_json_path());
     shape = flags.plan(plan);
     (void)ch06::check_problem(shape, {flags.scale, flags.causal, tile, element});
     (void)ch05::check_problem(shape, {flags.scale, flags.causal, {64, 64}});

@@ -45,17 +45,11 @@ int main(int argc, char** argv) {
   std::vector<int> head_dims{64, 128};
   int batch = 4, heads = 16, warmup = 2, runs = 10;
   bool once = false;
-  app.add_option("--seq", seq_lens, "sequence lengths (queries = keys)")->check(CLI::PositiveNumber);
-  app.add_option("--head-dim", head_dims, "head dims (32, 64 or 128)")
-      ->check(CLI::IsMember(std::vector<int>{32, 64, 128}));
-  app.add_option("--batch", batch, "batch size")->check(CLI::PositiveNumber);
-  app.add_option("--heads", heads, "heads")->check(CLI::PositiveNumber);
-  app.add_option("--warmup", warmup, "untimed passes first")->check(CLI::NonNegativeNumber);
-  app.add_option("--runs", runs, "timed passes (the median is reported)")->check(CLI::PositiveNumber);
-  app.add_flag("--once", once, "run each pass once, untimed (for ncu), then stop");
+  fa::bench::add_flags(app, {seq_lens, head_dims, batch, heads, warmup, runs, once}, {32, 64, 128}, "passes");
   CLI11_PARSE(app, argc, argv);
 
   try {
+    fa::bench::check_grid(batch, heads);
     const cudaDeviceProp prop = fa::bench::device_properties();  // or one line: no GPU
     if (!once) {
       fmt::print(

@@ -28,7 +28,6 @@
 #include "chapters/07_backward/traffic_model.h"
 #include "common/chapter.h"
 #include "common/npy.h"
-#include "common/profile_cli.h"
 #include "common/random.h"
 
 namespace {
@@ -59,7 +58,6 @@ from the forward's L, checked against a float64 gradient.)");
   CLI::App& app = program.app();
   fa::AttentionFlags flags;
   flags.add_to(app);
-  fa::add_profile_flags(app, flags.device);  // --profile, --profile-json, --racecheck (common/profile_cli.h)
   std::string do_path;
   bool deterministic = false;
   app.add_option("--do", do_path,
@@ -81,7 +79,6 @@ from the forward's L, checked against a float64 gradient.)");
   const auto before_work = [&](fa::Plan& plan) -> std::optional<fa::Banner> {
     method = deterministic ? ch07::DqMethod::deterministic : ch07::DqMethod::atomic;
     device = flags.chosen_device();
-    if (!fa::profile_json_path().empty()) plan.add_output("--profile-json", fa::profile_json_path());
     shape = flags.plan(plan);
     try {
       (void)ch07::check_problem(shape, {flags.scale, flags.causal, method});

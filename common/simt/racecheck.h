@@ -61,7 +61,8 @@ bool available();
 std::string unavailable_reason();
 
 // Checks every launch from now on, and when the program ends prints format_report() on stdout and
-// ends it with status 1 if anything was found (whatever status it was going to end with). What
+// ends it with status 1 if anything was found (whatever status it was going to end with); prints
+// nothing where the program launched no kernel. What
 // SIMT_RACECHECK=1 does at the first launch. Throws std::logic_error where not available().
 void enable();
 // True once enable() was called or while start() is on; reads SIMT_RACECHECK (0 or 1) the first
