@@ -13,8 +13,8 @@
 // Source: Liu, Zaharia and Abbeel 2023, "Ring Attention with Blockwise Transformers for
 // Near-Infinite Context", section 3 (the blocks of the sequence, one per host); Brandon et al. 2023,
 // "Striped Attention: Faster Ring Attention for Causal Transformers", section 3 (the imbalance of
-// the causal mask over contiguous blocks, balanced there by striping rows; the zigzag order of
-// chunks, two per rank, is the one Megatron-LM's context parallelism uses).
+// the causal mask over contiguous blocks, balanced there by striping rows; the zigzag order gives
+// each rank two chunks instead, so that each rank's rows stay contiguous runs the kernel can tile).
 #pragma once
 
 #include <cstddef>
