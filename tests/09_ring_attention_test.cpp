@@ -50,6 +50,28 @@ fa_test::AttentionInputs inputs(std::size_t seq_len, std::size_t head_dim, std::
                               fa_test::Scores::normal, seed);
 }
 
+// The partials a row's result merges: one per key chunk of the layout.
+int partials_of(Layout layout, std::size_t P) { return static_cast<int>(layout == Layout::zigzag ? 2 * P : P); }
+
+// A ring's O and L against a reference on the same inputs (seq rows a head): O within O_bound in
+// relative L2; every row of L within chapter 08's bound for a merge of `partials` partials of the
+// same kernel (ch08::L_bound; no score term: chapter 05's scores do not depend on the tile a key
+// falls in), plus that bound for the reference's own `reference_partials` when it is a merge too
+// (0: chapter 05 itself).
+void check_against(const ch09::RingRun& ring, const fa::Tensor4<float>& O_ref, const std::vector<float>& L_ref,
+                   double O_bound, std::size_t seq, bool causal, int partials, int reference_partials = 0) {
+  const fa::ErrorStats err = fa::compare(ring.O.values, O_ref.values);
+  INFO(fa::describe(err) << ", bound " << O_bound);
+  CHECK(fa::agrees(err, O_bound));
+  for (std::size_t row = 0; row < ring.L.size(); ++row) {
+    const std::size_t keys = causal ? row % seq + 1 : seq;
+    const double bound = ch08::L_bound(L_ref[row], keys, partials, 0.0) +
+                         (reference_partials > 0 ? ch08::L_bound(L_ref[row], keys, reference_partials, 0.0) : 0.0);
+    INFO("row " << row << ": L " << ring.L[row] << " against " << L_ref[row] << ", bound " << bound);
+    REQUIRE(std::fabs(static_cast<double>(ring.L[row]) - L_ref[row]) <= bound);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("every row belongs to one rank, in chunks that differ by at most one row", "[ch09]") {
@@ -186,18 +208,7 @@ TEST_CASE("ring attention in one process equals chapter 05 for every P, layout, 
                            << ch09::to_string(layout) << ", P = " << P);
           const ch09::RingRun ring =
               ch09::ring_in_one_process(in.Q, in.K, in.V, P, layout, {.causal = causal}, fa_test::kDevice);
-          const fa::ErrorStats err = fa::compare(ring.O.values, reference.O.values);
-          INFO(fa::describe(err) << ", bound " << O_bound);
-          CHECK(fa::agrees(err, O_bound));
-          // L: chapter 08's bound for a merge of `partials` partials of the same kernel (its scores
-          // equal chapter 05's whatever tile a key falls in: no score term).
-          const int partials = static_cast<int>(layout == Layout::zigzag ? 2 * P : P);
-          for (std::size_t row = 0; row < ring.L.size(); ++row) {
-            const std::size_t i = row % seq, keys = causal ? i + 1 : seq;
-            const double bound = ch08::L_bound(reference.L[row], keys, partials, 0.0);
-            INFO("row " << row << ": L " << ring.L[row] << ", chapter 05's " << reference.L[row]);
-            REQUIRE(std::fabs(static_cast<double>(ring.L[row]) - reference.L[row]) <= bound);
-          }
+          check_against(ring, reference.O, reference.L, O_bound, seq, causal, partials_of(layout, P));
         }
       }
     }
@@ -236,16 +247,7 @@ TEST_CASE("the ring's result does not depend on P beyond float32 rounding", "[ch
         INFO((causal ? "causal, " : "") << ch09::to_string(layout) << ", P = " << P);
         const ch09::RingRun ring =
             ch09::ring_in_one_process(in.Q, in.K, in.V, P, layout, {.causal = causal}, fa_test::kDevice);
-        const fa::ErrorStats err = fa::compare(ring.O.values, one.O.values);
-        INFO(fa::describe(err) << ", bound " << O_bound);
-        CHECK(fa::agrees(err, O_bound));
-        const int partials = static_cast<int>(layout == Layout::zigzag ? 2 * P : P);
-        for (std::size_t row = 0; row < ring.L.size(); ++row) {
-          const std::size_t keys = causal ? row % seq + 1 : seq;
-          const double bound = ch08::L_bound(one.L[row], keys, 1, 0) + ch08::L_bound(one.L[row], keys, partials, 0);
-          INFO("row " << row << ": L " << ring.L[row] << " against " << one.L[row] << ", bound " << bound);
-          REQUIRE(std::fabs(static_cast<double>(ring.L[row]) - one.L[row]) <= bound);
-        }
+        check_against(ring, one.O, one.L, O_bound, seq, causal, partials_of(layout, P), 1);
       }
     }
   }

@@ -27,6 +27,20 @@ void check_chunks(const char* who, const std::vector<Chunk>& chunks, std::size_t
   }
 }
 
+// Calls f(b, h, i, row) for every row i of `chunks` in every head of a [batch, heads, ...] tensor,
+// `row` being its place in the shard (the chunks' rows, in order, concatenated).
+template <class F>
+void for_each_shard_row(std::size_t batch, std::size_t heads, const std::vector<Chunk>& chunks, F&& f) {
+  for (std::size_t b = 0; b < batch; ++b) {
+    for (std::size_t h = 0; h < heads; ++h) {
+      std::size_t row = 0;
+      for (const Chunk& c : chunks) {
+        for (std::size_t i = c.begin; i < c.end; ++i, ++row) f(b, h, i, row);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 Layout parse_layout(std::string_view name) {
@@ -55,15 +69,9 @@ fa::Tensor4<float> take_rows(const fa::Tensor4<float>& x, const std::vector<Chun
   fa::Tensor4<float> shard(fa::Shape4{s.batch, s.heads, shard_rows(chunks), s.head_dim});
   const auto in = x.view();
   auto out = shard.view();
-  for (std::size_t b = 0; b < s.batch; ++b) {
-    for (std::size_t h = 0; h < s.heads; ++h) {
-      std::size_t row = 0;
-      for (const Chunk& c : chunks) {
-        for (std::size_t i = c.begin; i < c.end; ++i, ++row)
-          std::ranges::copy(in.head(b, h).row(i), out.head(b, h).row(row).begin());
-      }
-    }
-  }
+  for_each_shard_row(s.batch, s.heads, chunks, [&](std::size_t b, std::size_t h, std::size_t i, std::size_t row) {
+    std::ranges::copy(in.head(b, h).row(i), out.head(b, h).row(row).begin());
+  });
   return shard;
 }
 
@@ -76,15 +84,9 @@ void put_rows(fa::Tensor4<float>& x, const fa::Tensor4<float>& shard, const std:
   }
   const auto in = shard.view();
   auto out = x.view();
-  for (std::size_t b = 0; b < s.batch; ++b) {
-    for (std::size_t h = 0; h < s.heads; ++h) {
-      std::size_t row = 0;
-      for (const Chunk& c : chunks) {
-        for (std::size_t i = c.begin; i < c.end; ++i, ++row)
-          std::ranges::copy(in.head(b, h).row(row), out.head(b, h).row(i).begin());
-      }
-    }
-  }
+  for_each_shard_row(s.batch, s.heads, chunks, [&](std::size_t b, std::size_t h, std::size_t i, std::size_t row) {
+    std::ranges::copy(in.head(b, h).row(row), out.head(b, h).row(i).begin());
+  });
 }
 
 void put_rows(std::vector<float>& L, std::size_t rows_per_head, const std::vector<float>& shard,
@@ -97,12 +99,10 @@ void put_rows(std::vector<float>& L, std::size_t rows_per_head, const std::vecto
                     "do not fit its {} rows",
                     L.size(), rows_per_head, shard.size(), n));
   }
-  for (std::size_t head = 0; head < L.size() / rows_per_head; ++head) {
-    std::size_t row = 0;
-    for (const Chunk& c : chunks) {
-      for (std::size_t i = c.begin; i < c.end; ++i, ++row) L[head * rows_per_head + i] = shard[head * n + row];
-    }
-  }
+  for_each_shard_row(1, L.size() / rows_per_head, chunks,
+                     [&](std::size_t, std::size_t head, std::size_t i, std::size_t row) {
+                       L[head * rows_per_head + i] = shard[head * n + row];
+                     });
 }
 
 Visible visible(const Chunk& q, const Chunk& k, bool causal) {
