@@ -12,6 +12,7 @@
 
 #include "chapters/06_tensor_cores/tensor_cores.h"
 #include "common/memory.h"
+#include "common/simt/profiled_copy.h"
 
 namespace ch08 {
 
@@ -233,8 +234,8 @@ Result decode_attention(const fa::Tensor4<float>& Q, const KVCache& cache, const
     ch06::check_fits(cache.V, element, "V");
   }
   const auto on_cpu = [&] {
-#if SIMT_PROFILED_KERNELS  // while simt's profile records (--profile), the copy whose accesses it counts
-    if (simt::profile::recording()) return cpu_profiled::run_decoding(Q, cache, plan.problem);
+#if SIMT_PROFILED_KERNELS  // for simt's profile and race checker, the copy whose accesses they see
+    if (simt::use_profiled_copy()) return cpu_profiled::run_decoding(Q, cache, plan.problem);
 #endif
     return cpu::run_decoding(Q, cache, plan.problem);
   };
@@ -266,8 +267,8 @@ Merged combine_partials(const Partials& partials, const Merged* running, fa::Dev
         who, running->O.size(), running->L.size(), rows, partials.head_dim, rows * partials.head_dim, rows));
   }
   const auto on_cpu = [&] {
-#if SIMT_PROFILED_KERNELS  // while simt's profile records (--profile), the copy whose accesses it counts
-    if (simt::profile::recording()) return cpu_profiled::run_combine(partials, running);
+#if SIMT_PROFILED_KERNELS  // for simt's profile and race checker, the copy whose accesses they see
+    if (simt::use_profiled_copy()) return cpu_profiled::run_combine(partials, running);
 #endif
     return cpu::run_combine(partials, running);
   };

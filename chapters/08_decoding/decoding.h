@@ -225,8 +225,8 @@ Merged combine_partials(const Partials& partials, const Merged* running = nullpt
 // ---------------------------------------------------------------------------------------------
 // The kernels' entry points, compiled once per backend from decoding.cuh (add_kernels,
 // cmake/Chapters.cmake): ch08::cpu (common/simt; always built), ch08::gpu (nvcc; where
-// FA_HAVE_CUDA) and ch08::cpu_profiled (every memory access counted, for --profile; where
-// SIMT_PROFILED_KERNELS).
+// FA_HAVE_CUDA) and ch08::cpu_profiled (every memory access seen by simt's profile and race
+// checker, for --profile and --racecheck; where SIMT_PROFILED_KERNELS).
 //   Run:      host data in, host data out: the path of decode_attention(). Rounds Q and the pools
 //             to problem.cache_type on their way to the device.
 //   Launch:   on memory already on the device: Q, K and V hold elements of problem.cache_type;

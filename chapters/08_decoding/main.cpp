@@ -211,8 +211,6 @@ int main(int argc, char** argv) {
       "05's causal forward",
       1, std::numeric_limits<int>::max());
   steps_option->default_str("none")->excludes(lengths_option)->excludes(app.get_option("--seq-q"));
-  fa::ProfileFlags profile;  // --profile, --profile-json: the kernels' memory accesses (common/simt/profile.h)
-  fa::add_profile_flags(app, profile);
 
   // From the flags, once they are parsed and checked.
   ch08::CacheType type{};
@@ -230,12 +228,13 @@ int main(int argc, char** argv) {
     const std::optional<fa::Tile> tile =
         tile_text.empty() ? std::nullopt : std::optional<fa::Tile>(fa::parse_tile(tile_text, ch08::kCompiled));
     device = flags.chosen_device();
-    if (device == fa::Device::cpu) {  // simt reads these at the first launch: a malformed one is refused now
+    // What fa::AttentionFlags::plan checks beside the shapes (which here it cannot plan: K and V have
+    // kv_heads heads, not Q's): simt's settings, read at the first launch, and the --profile-json file.
+    if (device == fa::Device::cpu) {
       (void)simt::current_schedule_choice();
       (void)simt::host_threads();
     }
-    fa::begin_profile(profile, device);
-    if (!profile.json_path.empty()) checks.add_output("--profile-json", profile.json_path);
+    if (!fa::profile_json_path().empty()) checks.add_output("--profile-json", fa::profile_json_path());
     shapes = plan_shapes(flags, kv_heads, steps, checks);
     if (steps > shapes.kv.seq_len) {
       throw std::invalid_argument(fmt::format("--steps {}: the sequences hold {} tokens (--seq-k); give 1 .. {}", steps,
@@ -321,7 +320,7 @@ paged cache. O is compared with chapter {} on each sequence's dense equivalent.)
           "splits: first step {}\n       last step  {}\n", ch08::explain(plan.split),
           ch08::explain(ch08::check_problem(q_step, ch08::cache_layout(shapes.kv, page_size, {}), options).split));
       ch08::LoopResult loop = ch08::decode_loop(in->Q, in->K, in->V, steps, page_size, flags.seed, options, device);
-      fa::end_profile(profile);
+      fa::end_profile();
       int most = 1;
       for (const ch08::Plan& p : loop.plans) most = std::max(most, p.split.splits);
       fmt::print("time: {:.3f} ms for {} steps ({}; wall clock, the cache copied to the device each step)\n",
@@ -352,7 +351,7 @@ paged cache. O is compared with chapter {} on each sequence's dense equivalent.)
     fmt::print("time: {:.3f} ms for the split kernel{} ({}; wall clock of one run, not a benchmark)\n",
                decoded.elapsed_ms, plan.problem.splits > 1 ? " and the combine" : "", fa::to_string(device));
     const ch08::DecodeTraffic traffic = ch08::decode_traffic(plan.problem, lengths);
-    fmt::print("{}", ch08::format_profile_beside_model(fa::end_profile(profile), traffic));
+    fmt::print("{}", ch08::format_profile_beside_model(fa::end_profile(), traffic));
     fmt::print("\nThe traffic model: {} bytes, of which the cache {} bytes: at least {:.3g} us at 4.8 TB/s (an H200)\n",
                traffic.total(), traffic.cache, traffic.floor_ms() * 1e3);
 
