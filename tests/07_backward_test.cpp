@@ -113,7 +113,6 @@ double loss(const fa::Tensor4<double>& Q, const fa::Tensor4<double>& K, const fa
 fa::Tensor4<double> normal_tensor(fa::Shape4 shape, std::uint64_t seed) {
   return fa::Tensor4<double>(shape, fa::normal<double>(shape.size(), seed));
 }
-#endif
 
 }  // namespace
 
