@@ -73,3 +73,17 @@ if(NOT boost_context_FOUND)
                       "    sudo apt-get install libboost-context-dev\n"
                       "(common/simt uses it to run CUDA threads as fibers on the CPU).")
 endif()
+
+# MPI (Open MPI) runs chapter 09's ring as several processes, on one machine as on a cluster. Only
+# that chapter's program and its mpirun tests need it: without it they are left out and the rest of
+# the book builds.
+find_package(MPI COMPONENTS CXX QUIET)
+if(MPI_CXX_FOUND AND MPIEXEC_EXECUTABLE)
+  set(FA_HAVE_MPI ON)
+else()
+  set(FA_HAVE_MPI OFF)
+  message(WARNING "MPI was not found: chapter 09 (ring attention across processes) leaves out its program "
+                  "ch09_ring_attention and its mpirun tests. Install Open MPI with\n"
+                  "    sudo apt-get install openmpi-bin libopenmpi-dev\n"
+                  "(the README's prerequisites line installs everything) and configure again.")
+endif()

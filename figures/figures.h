@@ -31,7 +31,10 @@
 //                                     combine on one query row: three chunks' partials, then their merge
 //  10. decoding-waves.svg             decoding_waves_figure(): static; the blocks of a decoding step on
 //                                     132 SMs, without splits and with ch08::choose_splits' count
-//  11. write_figures() writes all ten into a folder.
+//  11. ring-steps.svg                 ring_steps_figure(): static; chapter 09's ring on 4 ranks, zigzag,
+//                                     causal: the K/V shard each rank holds at each step and the
+//                                     pairs it sees (ch09::chunks_of_rank, ch09::visible)
+//  12. write_figures() writes all eleven into a folder.
 //
 // Source: the book's own figures, computed by its code: the worked example (chapter 03) and the
 // traffic table (chapter 05's --traffic: one head, forward pass, BF16, blocks of 128).
@@ -123,13 +126,18 @@ inline constexpr std::size_t waves_context = 32768;
 std::string decoding_merge_figure();
 std::string decoding_waves_figure();
 
+// Figure 11 (ring-steps.svg): ring_ranks ranks, ring_rows rows.
+inline constexpr std::size_t ring_ranks = 4;
+inline constexpr std::size_t ring_rows = 16;
+std::string ring_steps_figure();
+
 // One figure file: its name in docs/figures/ and its content.
 struct Figure {
   std::string name;
   std::string svg;
 };
 
-// All ten figures. benchmarks, cpu_benchmarks: the paths of docs/benchmarks.md and
+// All eleven figures. benchmarks, cpu_benchmarks: the paths of docs/benchmarks.md and
 // docs/benchmarks-cpu.md; a missing file means no measurements. Throws std::invalid_argument when
 // a file holds a measured table that cannot be read (the reader's message), std::runtime_error
 // when a file exists but cannot be read.

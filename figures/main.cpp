@@ -31,7 +31,7 @@ int main(int argc, char** argv) {
     figures::write_figures(folder, benchmarks, cpu_benchmarks);
     for (const char* name : {"online-softmax.svg", "flash-attention-2-tiles.svg", "hbm-traffic.svg",
                              "worked-example.svg", "softmax-bench.svg", "mma-fragments.svg", "bank-conflicts.svg",
-                             "backward-tiles.svg", "decoding-merge.svg", "decoding-waves.svg"}) {
+                             "backward-tiles.svg", "decoding-merge.svg", "decoding-waves.svg", "ring-steps.svg"}) {
       fmt::print("wrote {}\n", (std::filesystem::path(folder) / name).string());
     }
   } catch (const std::exception& e) {

@@ -4,7 +4,9 @@
 #
 #   1. tools      cmake >= 3.25, ninja and a C++ compiler on the PATH; nvcc and a GPU are reported
 #                 but not required (without them every kernel runs on the CPU through common/simt)
-#   2. configure  the default preset: finds fmt, CLI11, Catch2, Google Benchmark and Boost.Context
+#   2. configure  the default preset: finds fmt, CLI11, Catch2, Google Benchmark and Boost.Context;
+#                 and Open MPI (openmpi-bin, libopenmpi-dev), reported but not required (without it
+#                 chapter 09's program and its mpirun tests are left out)
 #   3. build      everything (a few minutes on a 2-core laptop, the first time)
 #   4. tests      every test, counted as they finish; the gpu-labelled ones report SKIPPED where
 #                 there is no GPU
@@ -61,6 +63,11 @@ if grep -q "GPU path (nvcc): ON" "$logs/configure.log"; then
   echo "           the GPU path is on (nvcc was found): the kernels are compiled for the GPU too"
 else
   echo "           the GPU path is off (no nvcc): the kernels run on the CPU only, enough for the workshop"
+fi
+if grep -q "MPI was not found" "$logs/configure.log"; then
+  echo "           no MPI: chapter 09's ring across processes is left out (sudo apt-get install openmpi-bin libopenmpi-dev)"
+else
+  echo "           MPI was found: chapter 09's ring runs as several processes (mpirun)"
 fi
 
 # 3. Build.

@@ -150,7 +150,7 @@ TEST_CASE("the committed figures are what the chapters' code draws now", "[figur
   figures::write_figures(folder.path, source_dir / "docs" / "benchmarks.md", source_dir / "docs" / "benchmarks-cpu.md");
   for (const char* name : {"online-softmax.svg", "flash-attention-2-tiles.svg", "hbm-traffic.svg", "worked-example.svg",
                            "softmax-bench.svg", "mma-fragments.svg", "bank-conflicts.svg", "backward-tiles.svg",
-                           "decoding-merge.svg", "decoding-waves.svg"}) {
+                           "decoding-merge.svg", "decoding-waves.svg", "ring-steps.svg"}) {
     const std::filesystem::path committed_path = source_dir / "docs" / "figures" / name;
     INFO("figure " << name);
     REQUIRE(std::filesystem::exists(committed_path));

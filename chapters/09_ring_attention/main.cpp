@@ -1,0 +1,468 @@
+// ch09_ring_attention: ring attention across P processes. Each rank holds a shard of Q, K and V;
+// the K/V shards travel around the ring of ranks (MPI_Isend / MPI_Irecv, started before each step's
+// compute) while each rank folds its queries' partial (O_i, L_i) against the shard it holds into its
+// running (O, L) with chapter 08's merge. Rank 0 gathers O and L and checks them against chapter 05
+// run in one process on the same inputs.
+//
+//   mpirun --quiet -np 4 ch09_ring_attention                                 4 ranks, non-causal
+//   mpirun --quiet -np 4 ch09_ring_attention --causal --layout zigzag --seq 1000
+//   mpirun --quiet -np 2 ch09_ring_attention --dtype bf16 --out o.npy
+//   ch09_ring_attention                                                      one rank: the ring of one
+//   ch09_ring_attention --cluster --tflops 400                               the ring on 8 H200, on paper
+//
+// (--quiet keeps Open MPI's own notices out when a run fails: the program's one line says why.)
+// The demo prints each rank's shard, its compute time and the layout's imbalance; the bytes each
+// rank sent beside the model, (P - 1) K/V shards; and per step, compute beside the time the rank
+// waited for the transfer.
+//
+// Every rank parses the flags and makes the same checks, draws the same inputs from --seed (or
+// reads the same --q/--k/--v files), and keeps only its shard's rows. A refusal is printed by rank 0
+// only; any error during the work ends every rank at once (MPI_Abort) with the one line of the rank
+// that failed, never a hang.
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <exception>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+
+#include "chapters/03_online_weighted_sum/attention.h"
+#include "chapters/04_naive_attention/agreement.h"
+#include "chapters/05_flash_attention_2/flash_attention_2.h"
+#include "chapters/06_tensor_cores/error_budget.h"
+#include "chapters/06_tensor_cores/tensor_cores.h"
+#include "chapters/08_decoding/agreement.h"
+#include "chapters/09_ring_attention/cluster_model.h"
+#include "chapters/09_ring_attention/ring.h"
+#include "chapters/09_ring_attention/shards.h"
+#include "common/chapter.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+// MPI for the life of main(): MPI_Init first, MPI_Finalize last.
+struct Mpi {
+  int rank = 0, ranks = 1;
+  Mpi(int* argc, char*** argv) {
+    MPI_Init(argc, argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  }
+  ~Mpi() { MPI_Finalize(); }
+  Mpi(const Mpi&) = delete;
+  Mpi& operator=(const Mpi&) = delete;
+};
+
+// The one collective before any work: true on every rank when every rank passed its checks. A rank
+// that refused (and printed why, if it is rank 0) calls it with false after the front door returns.
+bool every_rank_ready(bool ready) {
+  int mine = ready ? 1 : 0, all = 0;
+  MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  return all == 1;
+}
+
+// An error during the ring, on any rank: its one line, then every rank ends (mpirun exits non-zero).
+[[noreturn]] void abort_ring(const std::exception& e) {
+  std::fflush(stdout);
+  fmt::print(stderr, "error: {}\n", e.what());
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, fa::kExitFail);
+  std::abort();  // (MPI_Abort does not return)
+}
+
+// A K/V shard on the wire: K's values, then V's, float32. (A GPU ring would send the kernel's
+// element type, 2 bytes for bf16.)
+std::size_t wire_floats(const fa::Shape4& s, std::size_t rows) { return 2 * s.batch * s.heads * rows * s.head_dim; }
+
+std::vector<float> pack(const ch09::KVShard& shard) {
+  std::vector<float> wire(shard.K.values);
+  wire.insert(wire.end(), shard.V.values.begin(), shard.V.values.end());
+  return wire;
+}
+
+ch09::KVShard unpack(const std::vector<float>& wire, std::size_t owner, std::vector<ch09::Chunk> chunks,
+                     const fa::Shape4& full) {
+  const fa::Shape4 s{full.batch, full.heads, ch09::shard_rows(chunks), full.head_dim};
+  const auto half = static_cast<std::ptrdiff_t>(s.size());
+  return {owner, std::move(chunks), fa::Tensor4<float>(s, std::vector<float>(wire.begin(), wire.begin() + half)),
+          fa::Tensor4<float>(s, std::vector<float>(wire.begin() + half, wire.end()))};
+}
+
+// What one rank measured.
+struct RankTimes {
+  std::vector<double> compute_ms;  // [step]: the kernels and the merges of that step
+  std::vector<double> wait_ms;     // [step]: blocked in MPI_Waitall after the compute (the transfer not hidden)
+  double transfer_alone_ms = 0;    // one K/V shard sent and one received, nothing else running
+  double bytes_sent = 0;           // by MPI_Isend over the ring
+  double partials = 0;             // kernel launches (pairs of chunks that see each other)
+};
+
+struct RankResult {
+  fa::Tensor4<float> O;  // [batch, heads, shard rows, head_dim]
+  std::vector<float> L;  // [batch, heads, shard rows]
+  RankTimes times;
+};
+
+// The ring of ring.h, lines 1-7, with MPI moving the shards: at step s this rank holds the K/V
+// shard of rank (rank - s) mod P, sends it to rank + 1 and receives the next from rank - 1, both
+// started before the step's compute so that the transfer runs beside it.
+RankResult run_ring(const fa::AttentionFlags::Inputs& in, const Mpi& mpi, ch09::Layout layout,
+                    const ch09::Options& options, fa::Device device) {
+  const auto P = static_cast<std::size_t>(mpi.ranks), rank = static_cast<std::size_t>(mpi.rank);
+  const fa::Shape4& full = in.Q.shape;
+  const int next = (mpi.rank + 1) % mpi.ranks, previous = (mpi.rank + mpi.ranks - 1) % mpi.ranks;
+  const std::vector<ch09::Chunk> mine = ch09::chunks_of_rank(full.seq_len, P, rank, layout);
+  ch09::RankState state(ch09::take_rows(in.Q, mine), mine, options, device);  // line 1
+  ch09::KVShard held = ch09::kv_shard(in.K, in.V, P, rank, layout);
+  std::vector<float> sending = pack(held), arriving;
+  RankTimes times;
+
+  // The transfer alone, for the table: this shard to the next rank, the previous rank's from it.
+  if (P > 1) {
+    arriving.resize(
+        wire_floats(full, ch09::shard_rows(ch09::chunks_of_rank(full.seq_len, P, (rank + P - 1) % P, layout))));
+    MPI_Barrier(MPI_COMM_WORLD);
+    const Clock::time_point start = Clock::now();
+    MPI_Sendrecv(sending.data(), static_cast<int>(sending.size()), MPI_FLOAT, next, 0, arriving.data(),
+                 static_cast<int>(arriving.size()), MPI_FLOAT, previous, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    times.transfer_alone_ms = ms_since(start);
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+
+  for (std::size_t step = 0; step < P; ++step) {  // line 2
+    // Line 4, started first: the shard this rank holds goes on, the one it holds next comes in.
+    std::vector<MPI_Request> requests;
+    const std::size_t arriving_owner = (rank + 2 * P - step - 1) % P;
+    std::vector<ch09::Chunk> arriving_chunks;
+    if (step + 1 < P) {
+      arriving_chunks = ch09::chunks_of_rank(full.seq_len, P, arriving_owner, layout);
+      arriving.assign(wire_floats(full, ch09::shard_rows(arriving_chunks)), 0.0f);
+      requests.resize(2);
+      const int tag = static_cast<int>(step) + 1;
+      MPI_Irecv(arriving.data(), static_cast<int>(arriving.size()), MPI_FLOAT, previous, tag, MPI_COMM_WORLD,
+                &requests[0]);
+      MPI_Isend(sending.data(), static_cast<int>(sending.size()), MPI_FLOAT, next, tag, MPI_COMM_WORLD, &requests[1]);
+      times.bytes_sent += static_cast<double>(sending.size() * sizeof(float));
+    }
+    // Line 5: the partials against the held shard, merged into the running (O, L).
+    Clock::time_point start = Clock::now();
+    times.partials += state.fold(held);
+    times.compute_ms.push_back(ms_since(start));
+    // Line 6: wait for the transfer; what it did not hide is the time spent here.
+    start = Clock::now();
+    if (!requests.empty()) MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
+    times.wait_ms.push_back(ms_since(start));
+    if (step + 1 < P) {  // line 3 of the next step
+      std::swap(sending, arriving);
+      held = unpack(sending, arriving_owner, std::move(arriving_chunks), full);
+    }
+  }
+  return {state.O(), state.L(), std::move(times)};  // line 7
+}
+
+// Rank 0 gathers every rank's O, L and times: O and L put back in the sequence's order.
+struct Gathered {
+  fa::Tensor4<float> O;
+  std::vector<float> L;
+  std::vector<RankTimes> times;  // [rank]
+};
+
+Gathered gather(const RankResult& mine, const Mpi& mpi, const fa::Shape4& full, ch09::Layout layout) {
+  const auto P = static_cast<std::size_t>(mpi.ranks);
+  // The times, as 2P + 3 doubles per rank.
+  std::vector<double> row(mine.times.compute_ms);
+  row.insert(row.end(), mine.times.wait_ms.begin(), mine.times.wait_ms.end());
+  row.insert(row.end(), {mine.times.transfer_alone_ms, mine.times.bytes_sent, mine.times.partials});
+  std::vector<double> rows(mpi.rank == 0 ? row.size() * P : 0);
+  MPI_Gather(row.data(), static_cast<int>(row.size()), MPI_DOUBLE, rows.data(), static_cast<int>(row.size()),
+             MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  // O and L, each rank's shard rows.
+  const std::size_t per_row = full.head_dim, heads = full.batch * full.heads;
+  std::vector<int> O_counts(P), L_counts(P), O_offsets(P), L_offsets(P);
+  for (std::size_t r = 0, O_offset = 0, L_offset = 0; r < P; ++r) {
+    const std::size_t n = ch09::shard_rows(ch09::chunks_of_rank(full.seq_len, P, r, layout));
+    O_counts[r] = static_cast<int>(heads * n * per_row);
+    L_counts[r] = static_cast<int>(heads * n);
+    O_offsets[r] = static_cast<int>(O_offset);
+    L_offsets[r] = static_cast<int>(L_offset);
+    O_offset += heads * n * per_row;
+    L_offset += heads * n;
+  }
+  std::vector<float> O_all(mpi.rank == 0 ? full.size() : 0), L_all(mpi.rank == 0 ? heads * full.seq_len : 0);
+  MPI_Gatherv(mine.O.values.data(), static_cast<int>(mine.O.values.size()), MPI_FLOAT, O_all.data(), O_counts.data(),
+              O_offsets.data(), MPI_FLOAT, 0, MPI_COMM_WORLD);
+  MPI_Gatherv(mine.L.data(), static_cast<int>(mine.L.size()), MPI_FLOAT, L_all.data(), L_counts.data(),
+              L_offsets.data(), MPI_FLOAT, 0, MPI_COMM_WORLD);
+  Gathered g{fa::Tensor4<float>(full), std::vector<float>(heads * full.seq_len), {}};
+  if (mpi.rank != 0) return g;
+  for (std::size_t r = 0; r < P; ++r) {
+    const std::vector<ch09::Chunk> chunks = ch09::chunks_of_rank(full.seq_len, P, r, layout);
+    const fa::Shape4 s{full.batch, full.heads, ch09::shard_rows(chunks), full.head_dim};
+    const auto O_begin = O_all.begin() + O_offsets[r], L_begin = L_all.begin() + L_offsets[r];
+    ch09::put_rows(g.O, fa::Tensor4<float>(s, std::vector<float>(O_begin, O_begin + O_counts[r])), chunks);
+    ch09::put_rows(g.L, full.seq_len, std::vector<float>(L_begin, L_begin + L_counts[r]), chunks);
+    const auto first = rows.begin() + static_cast<std::ptrdiff_t>(r * row.size());
+    RankTimes t;
+    t.compute_ms.assign(first, first + static_cast<std::ptrdiff_t>(P));
+    t.wait_ms.assign(first + static_cast<std::ptrdiff_t>(P), first + static_cast<std::ptrdiff_t>(2 * P));
+    t.transfer_alone_ms = first[static_cast<std::ptrdiff_t>(2 * P)];
+    t.bytes_sent = first[static_cast<std::ptrdiff_t>(2 * P + 1)];
+    t.partials = first[static_cast<std::ptrdiff_t>(2 * P + 2)];
+    g.times.push_back(std::move(t));
+  }
+  return g;
+}
+
+double sum(const std::vector<double>& x) {
+  double s = 0;
+  for (double v : x) s += v;
+  return s;
+}
+
+// The tables of the run (rank 0): each rank's shard and time, the imbalance of both layouts, the
+// bytes each rank sent beside the model, and per step compute beside the wait for the transfer.
+void print_ring(const Gathered& g, const fa::Shape4& full, ch09::Layout layout, bool causal) {
+  const std::size_t P = g.times.size();
+  const std::vector<double> pairs = ch09::pairs_per_rank(full.seq_len, P, layout, causal);
+  std::vector<double> compute(P);
+  fmt::print("rank  rows of the sequence       query rows  (q, k) pairs seen  partials  compute ms\n");
+  for (std::size_t r = 0; r < P; ++r) {
+    std::string rows;
+    for (const ch09::Chunk& c : ch09::chunks_of_rank(full.seq_len, P, r, layout)) {
+      rows += c.size() == 0 ? "(none) " : fmt::format("{}..{} ", c.begin, c.end - 1);
+    }
+    compute[r] = sum(g.times[r].compute_ms);
+    fmt::print("{:>4}  {:<26} {:>10}  {:>17.0f}  {:>8.0f}  {:>10.3f}\n", r, rows,
+               ch09::shard_rows(ch09::chunks_of_rank(full.seq_len, P, r, layout)), pairs[r], g.times[r].partials,
+               compute[r]);
+  }
+  fmt::print("imbalance (slowest / mean): {:.2f} measured; modelled from the pairs: {:.2f} {}, ",
+             ch09::imbalance(compute), ch09::imbalance(pairs), ch09::to_string(layout));
+  const ch09::Layout other = layout == ch09::Layout::zigzag ? ch09::Layout::contiguous : ch09::Layout::zigzag;
+  fmt::print("{:.2f} {}\n\n", ch09::imbalance(ch09::pairs_per_rank(full.seq_len, P, other, causal)),
+             ch09::to_string(other));
+
+  if (P == 1) {
+    fmt::print("One rank: nothing travels.\n\n");
+    return;
+  }
+  const double shard_model = 2.0 * static_cast<double>(full.batch * full.heads * full.head_dim * sizeof(float)) *
+                             static_cast<double>(full.seq_len) / static_cast<double>(P);
+  fmt::print(
+      "bytes sent per rank: the model, (P - 1) K/V shards of 2 x batch x heads x seq/P x head_dim x 4 B = {:.0f}\n",
+      static_cast<double>(P - 1) * shard_model);
+  for (std::size_t r = 0; r < P; ++r) {
+    fmt::print("  rank {}: {:.0f} bytes sent, transfer of one shard alone {:.3f} ms\n", r, g.times[r].bytes_sent,
+               g.times[r].transfer_alone_ms);
+  }
+  fmt::print("\nstep  compute ms (slowest rank)  wait ms for the transfer (longest)\n");
+  for (std::size_t s = 0; s < P; ++s) {
+    double compute_max = 0, wait_max = 0;
+    for (const RankTimes& t : g.times) {
+      compute_max = std::max(compute_max, t.compute_ms[s]);
+      wait_max = std::max(wait_max, t.wait_ms[s]);
+    }
+    fmt::print("{:>4}  {:>25.3f}  {:>34.3f}{}\n", s, compute_max, wait_max, s + 1 == P ? "  (nothing travels)" : "");
+  }
+  fmt::print("(wall clock of one run, not a benchmark; the ranks share this machine's cores)\n\n");
+}
+
+// The check of rank 0: the gathered O and L against chapter 05 run in one process on the whole
+// problem (on the inputs rounded to bf16 or fp16 when those are the ring's type).
+//   O  float32: ch04::agreement_bound, chapter 05's own bound against chapter 04: both are float32
+//      evaluations, each within about that of the exact result. bf16, fp16: chapter 06's error
+//      budget, the bound of chapter 06's kernel against chapter 05; the ring's partials are chapter
+//      06's, each O_i rounded to the element type, and the merge is a weighted mean of them.
+//   L  per row, chapter 08's bound for a merge of partials (ch08::L_bound: 3u (|L| + n + 1) +
+//      u partials) with no score term: the ring runs chapter 05's kernel too, whose scores do not
+//      depend on the tile a key falls in; for bf16 and fp16, plus chapter 06's own L bound against
+//      chapter 05 (ch06::L_bounds), which holds the difference in the scores.
+fa::Check check_against_chapter_05(const Gathered& g, const fa::AttentionFlags::Inputs& in,
+                                   const ch09::Options& options, std::size_t P, ch09::Layout layout,
+                                   fa::Device device) {
+  const bool wide = options.element == ch08::CacheType::float32;
+  const auto element = options.element == ch08::CacheType::bf16 ? ch06::ElementType::bf16 : ch06::ElementType::f16;
+  const fa::Tensor4<float> Q = wide ? in.Q : ch06::round_to(in.Q, element, "Q");
+  const fa::Tensor4<float> K = wide ? in.K : ch06::round_to(in.K, element, "K");
+  const fa::Tensor4<float> V = wide ? in.V : ch06::round_to(in.V, element, "V");
+  const ch05::Result reference = ch05::flash_attention_2(Q, K, V, {options.scale, options.causal}, device);
+  const fa::AttentionShape shape = fa::check_attention_shapes(Q.shape, K.shape, V.shape);
+  const double scale = ch05::check_problem(shape, {options.scale, options.causal}).scale;
+  const double O_bound = wide ? ch04::agreement_bound(Q, K, V, {.scale = options.scale, .causal = options.causal}).bound
+                              : ch06::error_budget(Q, K, V, scale, options.causal, element).bound;
+  const std::vector<double> low_precision_L = wide ? std::vector<double>() : ch06::L_bounds(Q, K, scale, reference.L);
+  const int partials = layout == ch09::Layout::zigzag ? static_cast<int>(2 * P) : static_cast<int>(P);
+  double L_error = 0, L_bound = 0, worst_ratio = -1;
+  bool L_pass = true;
+  for (std::size_t row = 0; row < g.L.size(); ++row) {
+    const auto i = static_cast<int>(row % shape.seq_len_q);
+    const auto keys = static_cast<std::size_t>(
+        fa::visible_keys(i, static_cast<int>(shape.seq_len_q), static_cast<int>(shape.seq_len_k), options.causal));
+    const double bound = ch08::L_bound(reference.L[row], keys, partials, 0.0) + (wide ? 0.0 : low_precision_L[row]);
+    const double error = fa::abs_difference(g.L[row], reference.L[row]);
+    L_pass = L_pass && fa::within(error, bound);
+    const double ratio = error == 0.0 ? 0.0 : bound > 0.0 ? error / bound : INFINITY;
+    if (ratio > worst_ratio) std::tie(worst_ratio, L_error, L_bound) = std::tuple(ratio, error, bound);
+  }
+  const fa::ErrorStats err_O = fa::compare(g.O.values, reference.O.values);
+  fmt::print("agreement with chapter 05 in one process, O: {}\n", fa::describe(err_O));
+  fmt::print("  bound on O: {} ({})\n", fa::bound_text(O_bound),
+             wide ? "chapter 05's own bound against chapter 04" : "chapter 06's error budget");
+  fmt::print("  L, the row closest to its bound: |L - L_05| = {:.3g}, bound {:.3g}\n", L_error, L_bound);
+  const bool overflowed = fa::report_overflow("O", g.O.values, {in.Q.values, in.K.values, in.V.values});
+  return fa::Check{"09",
+                   fmt::format("ring attention ({} rank{}, {}, {}, {}) vs ch05", P, P == 1 ? "" : "s",
+                               ch09::to_string(layout), ch08::to_string(options.element), fa::to_string(device)),
+                   fmt::format("{}, L {:.2g}", fa::error_field("O", err_O), L_error),
+                   fmt::format("{}, {:.1e}", fa::bound_text(O_bound), L_bound),
+                   fa::within(err_O, O_bound) && L_pass && !overflowed};
+}
+
+// --cluster: one step of the ring on GPUs (cluster_model.h), bf16, for a layer of 32 heads of
+// head_dim 128 (heads and head_dim cancel in the shortest hiding length), at `tflops` per GPU.
+void print_cluster_model(double tflops) {
+  constexpr double kHeads = 32, kHeadDim = 128, kBf16 = 2;
+  const double F = tflops * 1e12;
+  fmt::print("One step of the ring per GPU: bf16, 32 heads of head_dim 128, attention at {:.0f} TFLOP/s per GPU\n\n",
+             tflops);
+  fmt::print(
+      "rows per GPU  compute ms, causal (zigzag)  compute ms, full  K/V shard ms, NVLink  K/V shard ms, across "
+      "nodes\n");
+  for (const double n : {256.0, 1024.0, 4096.0, 16384.0, 131072.0}) {
+    const ch09::StepModel causal = ch09::step_model(n, kHeads, kHeadDim, kBf16, F, true, ch09::kNvlink);
+    const ch09::StepModel full = ch09::step_model(n, kHeads, kHeadDim, kBf16, F, false, ch09::kNvlink);
+    const ch09::StepModel nodes = ch09::step_model(n, kHeads, kHeadDim, kBf16, F, false, ch09::kAcrossNodes);
+    fmt::print("{:>12.0f}  {:>27.3f}  {:>16.3f}  {:>19.3f}  {:>25.3f}\n", n, causal.compute_s * 1e3,
+               full.compute_s * 1e3, full.transfer_s * 1e3, nodes.transfer_s * 1e3);
+  }
+  fmt::print("\nThe transfer hides behind the compute from this many rows per GPU on:\n");
+  for (const ch09::Link& link : {ch09::kNvlink, ch09::kAcrossNodes}) {
+    fmt::print("  {}: {:.0f} without the mask, {:.0f} causal\n", link.name,
+               std::ceil(ch09::shortest_hiding_rows(kBf16, F, false, link)),
+               std::ceil(ch09::shortest_hiding_rows(kBf16, F, true, link)));
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Mpi mpi(&argc, &argv);
+  fa::Program program(9,
+                      "Chapter 09: ring attention across processes (MPI): K/V shards travel around a ring of ranks, "
+                      "each merging its partials with chapter 08's combine; checked against chapter 05.");
+  program.set_does_io(mpi.rank == 0);
+  CLI::App& app = program.app();
+  fa::AttentionFlags flags;
+  flags.add_to(app);
+  std::uint64_t seq = 0;
+  fa::cli::add_size(app, "--seq", seq, "sequence length of the random inputs: sets --seq-q and --seq-k")
+      ->excludes("--seq-q")
+      ->excludes("--seq-k")
+      ->default_str("256");
+  std::string layout_text = "contiguous", dtype_text = "float32";
+  app.add_option("--layout", layout_text, "the rows each rank holds: contiguous, or zigzag (chunks r and 2P-1-r)")
+      ->check(CLI::IsMember({"contiguous", "zigzag"}))
+      ->capture_default_str();
+  app.add_option("--dtype", dtype_text, "Q, K, V inside the kernels: float32 (chapter 05), bf16 or fp16 (chapter 06)")
+      ->check(CLI::IsMember({"float32", "bf16", "fp16"}))
+      ->capture_default_str();
+  fa::Output& out = program.add_output("--out", "O");
+  bool cluster = false;
+  std::uint64_t tflops = 400;
+  auto* cluster_flag =
+      app.add_flag("--cluster", cluster, "print the ring on 8 H200 (NVLink, and across nodes) instead");
+  fa::cli::add_integer(app, "--tflops", tflops, "with --cluster: attention's TFLOP/s per GPU", 1, 100000)
+      ->needs(cluster_flag);
+  out.option()->excludes(cluster_flag);
+  program.summary_option()->excludes(cluster_flag);
+
+  ch09::Options options;
+  ch09::Layout layout = ch09::Layout::contiguous;
+  fa::Device device{};
+  const auto P = static_cast<std::size_t>(mpi.ranks);
+
+  const auto before_work = [&](fa::Plan& plan) -> std::optional<fa::Banner> {
+    if (cluster) {
+      return fa::Banner{"the ring on a cluster, on paper",
+                        R"(Per step, a GPU's attention over its shard against the transfer of the next K/V shard, from
+the model in cluster_model.h: the transfer hides behind the compute once each GPU holds enough rows.)"};
+    }
+    if (seq > 0) flags.seq_len_q = flags.seq_len_k = seq;
+    layout = ch09::parse_layout(layout_text);
+    options = {flags.scale, flags.causal, ch08::parse_cache_type(dtype_text)};
+    flags.accept_f16_files = options.element == ch08::CacheType::fp16;
+    device = flags.chosen_device();
+    const fa::AttentionShape shape = flags.plan(plan);
+    ch09::check_problem(shape, P, options);
+    // MPI counts floats in int: the whole O that rank 0 gathers must stay within it.
+    const std::uint64_t values =
+        fa::saturating_mul(shape.batch * shape.heads, fa::saturating_mul(shape.seq_len_q, shape.head_dim));
+    if (values > static_cast<std::uint64_t>(INT_MAX)) {
+      throw std::invalid_argument(
+          fmt::format("Q has {} values; MPI's counts (int) take at most {}: give a smaller "
+                      "problem",
+                      values, INT_MAX));
+    }
+    const std::uint64_t shard =
+        fa::saturating_mul(sizeof(float), values / P + shape.batch * shape.heads * shape.head_dim);
+    plan.memory.add("this rank's shards: Q, two K/V shards on the wire and one held, O", fa::saturating_mul(8, shard));
+    if (mpi.rank == 0) {
+      plan.memory.add("rank 0: the gathered O and chapter 05's reference",
+                      fa::saturating_mul(3, ch05::memory_needed(shape)));
+    }
+    return fa::Banner{
+        fmt::format("ring attention, {} rank{}, {} layout{}", P, P == 1 ? "" : "s", ch09::to_string(layout),
+                    flags.causal ? ", causal" : ""),
+        R"(Each rank holds a shard of the sequence's rows of Q, K and V. At each of P steps it computes its
+queries against the K/V shard it holds (chapter 05's kernel, chapter 06's for bf16/fp16), which
+returns a partial (O_i, L_i), folds it into its running (O, L) with chapter 08's merge, and passes
+the shard to the next rank; the send and the receive start before the compute. Rank 0 gathers O
+and L and compares them with chapter 05 run in one process on the same inputs.)"};
+  };
+
+  bool entered = false;
+  const int status = program.run(argc, argv, before_work, [&]() -> std::optional<fa::Check> {
+    entered = true;
+    if (!every_rank_ready(true)) {
+      // Another rank refused (rank 0 has said why; a refusal of another rank alone, e.g. its memory,
+      // is named here).
+      if (mpi.rank == 0) throw std::runtime_error("another rank refused its checks before any work");
+      return std::nullopt;
+    }
+    if (cluster) {
+      if (mpi.rank == 0) print_cluster_model(static_cast<double>(tflops));
+      return std::nullopt;
+    }
+    fa::AttentionFlags::Inputs in;
+    RankResult mine;
+    try {
+      in = flags.load();
+      mine = run_ring(in, mpi, layout, options, device);
+    } catch (const std::exception& e) {
+      abort_ring(e);
+    }
+    Gathered all = gather(mine, mpi, in.Q.shape, layout);
+    if (mpi.rank != 0) return std::nullopt;
+    fmt::print("Q, K and V {}{}; inputs: {}; {}; device: {}\n\n", in.Q.shape.str(), flags.causal ? ", causal" : "",
+               in.origin, ch08::to_string(options.element), fa::to_string(device));
+    print_ring(all, in.Q.shape, layout, flags.causal);
+    fa::Check check = check_against_chapter_05(all, in, options, P, layout, device);
+    out.write(std::move(all.O));
+    return check;
+  });
+  if (!entered) (void)every_rank_ready(false);
+  return status;
+}

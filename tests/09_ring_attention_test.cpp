@@ -1,0 +1,290 @@
+// Chapter 09 tests: the pieces of ring attention that need no MPI process launch. The shards of
+// both layouts cover the sequence once, with chunks that differ by at most one row; the causal
+// mask's rule per pair of chunks agrees with the mask row by row; the cost model's imbalance is
+// what its formula says; the ring, run in one process with the shards passed by hand
+// (ring_in_one_process, the same RankState::fold that every rank of the MPI program runs), equals
+// chapter 05 on the whole problem for every P, layout, mask and length, and its result does not
+// depend on P beyond float32 rounding. The runs across processes (mpirun, P = 1 to 4) are CTest's
+// ch09_* tests (tests/CMakeLists.txt).
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "attention_inputs.h"
+#include "catch.h"
+#include "chapters/04_naive_attention/agreement.h"
+#include "chapters/05_flash_attention_2/flash_attention_2.h"
+#include "chapters/06_tensor_cores/error_budget.h"
+#include "chapters/06_tensor_cores/tensor_cores.h"
+#include "chapters/08_decoding/agreement.h"
+#include "chapters/09_ring_attention/cluster_model.h"
+#include "chapters/09_ring_attention/ring.h"
+#include "chapters/09_ring_attention/shards.h"
+#include "common/compare.h"
+
+namespace {
+
+using ch09::Chunk;
+using ch09::Layout;
+
+constexpr Layout kLayouts[] = {Layout::contiguous, Layout::zigzag};
+
+// The lengths the ring runs against chapter 05, the ranks up to which P goes in the test of its
+// independence of P, and that test's length. Under a sanitizer (FA_SANITIZER_BUILD), where a run
+// takes 10 to 50 times longer, fewer: still one row, a length that leaves ranks with nothing, and
+// chunks of different sizes.
+#if FA_SANITIZER_BUILD
+constexpr std::size_t kRingLengths[] = {1, 7, 33};
+constexpr std::size_t kMaxRanks = 4;
+constexpr std::size_t kIndependenceLength = 64;
+#else
+constexpr std::size_t kRingLengths[] = {1, 7, 33, 100};
+constexpr std::size_t kMaxRanks = 8;
+constexpr std::size_t kIndependenceLength = 256;
+#endif
+
+fa_test::AttentionInputs inputs(std::size_t seq_len, std::size_t head_dim, std::uint64_t seed) {
+  return fa_test::make_inputs(1, 2, seq_len, seq_len, head_dim, 1.0 / std::sqrt(static_cast<double>(head_dim)),
+                              fa_test::Scores::normal, seed);
+}
+
+// The partials a row's result merges: one per key chunk of the layout.
+int partials_of(Layout layout, std::size_t P) { return static_cast<int>(layout == Layout::zigzag ? 2 * P : P); }
+
+// A ring's O and L against a reference on the same inputs (seq rows a head): O within O_bound in
+// relative L2; every row of L within chapter 08's bound for a merge of `partials` partials of the
+// same kernel (ch08::L_bound; no score term: chapter 05's scores do not depend on the tile a key
+// falls in), plus that bound for the reference's own `reference_partials` when it is a merge too
+// (0: chapter 05 itself).
+void check_against(const ch09::RingRun& ring, const fa::Tensor4<float>& O_ref, const std::vector<float>& L_ref,
+                   double O_bound, std::size_t seq, bool causal, int partials, int reference_partials = 0) {
+  const fa::ErrorStats err = fa::compare(ring.O.values, O_ref.values);
+  INFO(fa::describe(err) << ", bound " << O_bound);
+  CHECK(fa::agrees(err, O_bound));
+  for (std::size_t row = 0; row < ring.L.size(); ++row) {
+    const std::size_t keys = causal ? row % seq + 1 : seq;
+    const double bound = ch08::L_bound(L_ref[row], keys, partials, 0.0) +
+                         (reference_partials > 0 ? ch08::L_bound(L_ref[row], keys, reference_partials, 0.0) : 0.0);
+    INFO("row " << row << ": L " << ring.L[row] << " against " << L_ref[row] << ", bound " << bound);
+    REQUIRE(std::fabs(static_cast<double>(ring.L[row]) - L_ref[row]) <= bound);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("every row belongs to one rank, in chunks that differ by at most one row", "[ch09]") {
+  for (const Layout layout : kLayouts) {
+    for (std::size_t P = 1; P <= 5; ++P) {
+      for (const std::size_t seq : {1u, 2u, 7u, 8u, 100u, 257u}) {
+        INFO(ch09::to_string(layout) << ", P = " << P << ", seq " << seq);
+        std::vector<int> owners(seq, 0);
+        std::size_t smallest = seq, largest = 0;
+        for (std::size_t r = 0; r < P; ++r) {
+          const std::vector<Chunk> chunks = ch09::chunks_of_rank(seq, P, r, layout);
+          REQUIRE(chunks.size() == (layout == Layout::zigzag ? 2u : 1u));
+          for (const Chunk& c : chunks) {
+            smallest = std::min(smallest, c.size());
+            largest = std::max(largest, c.size());
+            for (std::size_t i = c.begin; i < c.end; ++i) ++owners[i];
+          }
+        }
+        CHECK(std::ranges::all_of(owners, [](int n) { return n == 1; }));
+        CHECK(largest - smallest <= 1);
+        if (layout == Layout::zigzag) {  // rank 0 holds the first and the last chunk
+          CHECK(ch09::chunks_of_rank(seq, P, 0, layout).back().end == seq);
+        }
+      }
+    }
+  }
+  CHECK(ch09::chunks_of_rank(7, 4, 3, Layout::contiguous) == std::vector<Chunk>{{6, 7}});
+  CHECK(ch09::chunks_of_rank(7, 4, 3, Layout::zigzag) == std::vector<Chunk>{{3, 4}, {4, 5}});
+  CHECK(ch09::shard_rows(ch09::chunks_of_rank(1, 4, 2, Layout::contiguous)) == 0);  // a rank with nothing
+}
+
+TEST_CASE("take_rows and put_rows move a shard's rows out and back", "[ch09]") {
+  const fa_test::AttentionInputs in = inputs(11, 64, 5);
+  fa::Tensor4<float> back(in.Q.shape, -1.0f);
+  std::vector<float> L(2 * 11, -1.0f), L_want(2 * 11);
+  for (std::size_t n = 0; n < L_want.size(); ++n) L_want[n] = static_cast<float>(n);
+  for (std::size_t r = 0; r < 3; ++r) {
+    const std::vector<Chunk> chunks = ch09::chunks_of_rank(11, 3, r, Layout::zigzag);
+    const fa::Tensor4<float> shard = ch09::take_rows(in.Q, chunks);
+    CHECK(shard.shape.seq_len == ch09::shard_rows(chunks));
+    ch09::put_rows(back, shard, chunks);
+    std::vector<float> L_shard;
+    for (std::size_t h = 0; h < 2; ++h) {
+      for (const Chunk& c : chunks) {
+        for (std::size_t i = c.begin; i < c.end; ++i) L_shard.push_back(L_want[h * 11 + i]);
+      }
+    }
+    ch09::put_rows(L, 11, L_shard, chunks);
+  }
+  CHECK(back.values == in.Q.values);
+  CHECK(L == L_want);
+  CHECK_THROWS_AS(ch09::take_rows(in.Q, {{5, 12}}), std::invalid_argument);
+}
+
+TEST_CASE("the causal rule per pair of chunks agrees with the mask row by row", "[ch09]") {
+  for (const Layout layout : kLayouts) {
+    for (std::size_t P = 1; P <= 4; ++P) {
+      for (const std::size_t seq : {1u, 7u, 16u, 23u}) {
+        std::vector<Chunk> all;
+        for (std::size_t r = 0; r < P; ++r) {
+          for (const Chunk& c : ch09::chunks_of_rank(seq, P, r, layout)) all.push_back(c);
+        }
+        for (const Chunk& q : all) {
+          for (const Chunk& k : all) {
+            INFO(ch09::to_string(layout) << ", P = " << P << ", seq " << seq << ", queries " << q.begin << ".." << q.end
+                                         << ", keys " << k.begin << ".." << k.end);
+            std::size_t seen = 0;
+            for (std::size_t i = q.begin; i < q.end; ++i) {
+              for (std::size_t j = k.begin; j < k.end; ++j) seen += j <= i ? 1 : 0;
+            }
+            const ch09::Visible v = ch09::visible(q, k, true);
+            if (seen == 0) {
+              CHECK(v == ch09::Visible::none);
+            } else if (seen == q.size() * k.size()) {
+              CHECK(v == (q == k ? ch09::Visible::diagonal : ch09::Visible::all));  // (a chunk of one row)
+            } else {
+              CHECK(v == ch09::Visible::diagonal);  // the mask's own rule on the chunk: chapter 05's causal
+              CHECK(q == k);
+            }
+            CHECK(ch09::visible(q, k, false) == (q.size() * k.size() == 0 ? ch09::Visible::none : ch09::Visible::all));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("the zigzag layout balances the causal work; the contiguous one gives the last rank 2 - 1/P of the mean",
+          "[ch09]") {
+  // The pair counts are integers, exact in double; the ratios agree to a few units in the last place.
+  const auto near = [](double a, double b) { return std::fabs(a - b) <= 1e-12 * std::fabs(b); };
+  for (std::size_t P = 1; P <= 8; ++P) {
+    const std::size_t n = 12;  // rows per chunk of the contiguous layout, so the sequence is n P rows
+    const std::size_t seq = n * P;
+    INFO("P = " << P);
+    // Rank r's queries nr .. n(r + 1) - 1 see i + 1 keys each: n^2 r + n(n + 1)/2, largest for r = P - 1;
+    // the mean is seq (seq + 1) / (2P).
+    const double last = static_cast<double>(n * n * (P - 1) + n * (n + 1) / 2);
+    const double mean = static_cast<double>(seq * (seq + 1)) / (2.0 * static_cast<double>(P));
+    CHECK(near(ch09::imbalance(ch09::pairs_per_rank(seq, P, Layout::contiguous, true)), last / mean));
+    // Zigzag, seq a multiple of 2P (chunks of m = n / 2 rows): m^2 (2P - 1) + m (m + 1) on every rank.
+    CHECK(near(ch09::imbalance(ch09::pairs_per_rank(seq, P, Layout::zigzag, true)), 1.0));
+    CHECK(near(ch09::imbalance(ch09::pairs_per_rank(seq, P, Layout::contiguous, false)), 1.0));
+  }
+}
+
+TEST_CASE("the cluster model's shortest hiding length is where a step's compute equals its transfer", "[ch09]") {
+  for (const ch09::Link& link : {ch09::kNvlink, ch09::kAcrossNodes}) {
+    for (const bool causal : {false, true}) {
+      const double n = ch09::shortest_hiding_rows(2, 400e12, causal, link);
+      const ch09::StepModel at = ch09::step_model(n, 32, 128, 2, 400e12, causal, link);
+      INFO(link.name << (causal ? ", causal" : "") << ": n = " << n);
+      CHECK(std::fabs(at.compute_s - at.transfer_s) <= 1e-12 * at.transfer_s);  // (double rounding only)
+      const ch09::StepModel shorter = ch09::step_model(n / 2, 32, 128, 2, 400e12, causal, link);
+      CHECK(shorter.compute_s < shorter.transfer_s);
+    }
+  }
+  // 8 H200 on NVLink at 400 TFLOP/s: 2 x 400e12 / (2 x 450e9) = 889 rows per GPU without the mask.
+  CHECK(std::ceil(ch09::shortest_hiding_rows(2, 400e12, false, ch09::kNvlink)) == 889);
+}
+
+TEST_CASE("ring attention in one process equals chapter 05 for every P, layout, mask and length", "[ch09]") {
+  const std::size_t head_dim = GENERATE(64u, 128u);
+  for (const bool causal : {false, true}) {
+    for (const std::size_t seq : kRingLengths) {
+      const fa_test::AttentionInputs in = inputs(seq, head_dim, 11 + seq);
+      const ch05::Result reference = ch05::flash_attention_2(in.Q, in.K, in.V, {.causal = causal}, fa_test::kDevice);
+      // O: chapter 05's own bound against chapter 04 (both float32 evaluations, each within about
+      // that of the exact result; chapters/04_naive_attention/agreement.h).
+      const double O_bound = ch04::agreement_bound(in.Q, in.K, in.V, {.causal = causal}).bound;
+      for (const Layout layout : kLayouts) {
+        for (std::size_t P = 1; P <= 4; ++P) {
+          INFO("head_dim " << head_dim << (causal ? ", causal" : "") << ", seq " << seq << ", "
+                           << ch09::to_string(layout) << ", P = " << P);
+          const ch09::RingRun ring =
+              ch09::ring_in_one_process(in.Q, in.K, in.V, P, layout, {.causal = causal}, fa_test::kDevice);
+          check_against(ring, reference.O, reference.L, O_bound, seq, causal, partials_of(layout, P));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("one rank is chapter 05 itself: the merge of one partial changes nothing", "[ch09]") {
+  const fa_test::AttentionInputs in = inputs(50, 64, 3);
+  const ch05::Result reference = ch05::flash_attention_2(in.Q, in.K, in.V, {.causal = true}, fa_test::kDevice);
+  const ch09::RingRun ring =
+      ch09::ring_in_one_process(in.Q, in.K, in.V, 1, Layout::contiguous, {.causal = true}, fa_test::kDevice);
+  // The merge of a single partial: m = L_0, l = exp(0) = 1, acc = O_0, so O = O_0 and L = L_0 + log(1),
+  // exactly.
+  CHECK(ring.O.values == reference.O.values);
+  CHECK(ring.L == reference.L);
+}
+
+// How far apart two rings with different P are: each is float32 arithmetic over the same scores,
+// summed in another order (the keys cut into other chunks) and merged from another number of
+// partials. Measured over the cases below (seq 256, P = 2 to 8 against P = 1, both layouts, with and
+// without the mask): O rel L2 up to 4.2e-7 (about 7 u, u = 2^-24 = 6e-8; the most without the mask
+// and with the most partials) and |L_P - L_1| up to 9.5e-7 (two units in the last place of L = 6).
+// The test holds O to chapter 05's own bound against chapter 04, the bound for any two float32
+// evaluations of this attention (ch04::agreement_bound, 1.0e-6 here), and L to the sum of the two
+// rings' chapter 08 bounds; a ring that lost or doubled one key's weight moves O by about 1/256 in
+// its rows and fails both.
+TEST_CASE("the ring's result does not depend on P beyond float32 rounding", "[ch09]") {
+  const std::size_t seq = kIndependenceLength;
+  const fa_test::AttentionInputs in = inputs(seq, 64, 17);
+  for (const bool causal : {false, true}) {
+    const double O_bound = ch04::agreement_bound(in.Q, in.K, in.V, {.causal = causal}).bound;
+    const ch09::RingRun one =
+        ch09::ring_in_one_process(in.Q, in.K, in.V, 1, Layout::contiguous, {.causal = causal}, fa_test::kDevice);
+    for (const Layout layout : kLayouts) {
+      for (std::size_t P = 2; P <= kMaxRanks; ++P) {
+        INFO((causal ? "causal, " : "") << ch09::to_string(layout) << ", P = " << P);
+        const ch09::RingRun ring =
+            ch09::ring_in_one_process(in.Q, in.K, in.V, P, layout, {.causal = causal}, fa_test::kDevice);
+        check_against(ring, one.O, one.L, O_bound, seq, causal, partials_of(layout, P), 1);
+      }
+    }
+  }
+}
+
+TEST_CASE("a bf16 ring agrees with chapter 05 within chapter 06's error budget", "[ch09]") {
+  const fa_test::AttentionInputs raw = inputs(45, 64, 29);
+  const fa::Tensor4<float> Q = ch06::round_to(raw.Q, ch06::ElementType::bf16, "Q");
+  const fa::Tensor4<float> K = ch06::round_to(raw.K, ch06::ElementType::bf16, "K");
+  const fa::Tensor4<float> V = ch06::round_to(raw.V, ch06::ElementType::bf16, "V");
+  const double scale = 1.0 / 8.0;
+  for (const bool causal : {false, true}) {
+    const ch05::Result reference = ch05::flash_attention_2(Q, K, V, {.causal = causal}, fa_test::kDevice);
+    // Chapter 06's budget: twice the error of an evaluation that rounds P and O to bf16 (its
+    // reason in chapters/06_tensor_cores/error_budget.h); each partial here is chapter 06's O.
+    const double bound = ch06::error_budget(Q, K, V, scale, causal, ch06::ElementType::bf16).bound;
+    for (std::size_t P = 1; P <= 3; ++P) {
+      INFO((causal ? "causal, " : "") << "P = " << P);
+      const ch09::RingRun ring =
+          ch09::ring_in_one_process(raw.Q, raw.K, raw.V, P, Layout::zigzag,
+                                    {.causal = causal, .element = ch08::CacheType::bf16}, fa_test::kDevice);
+      const fa::ErrorStats err = fa::compare(ring.O.values, reference.O.values);
+      INFO(fa::describe(err) << ", bound " << bound);
+      CHECK(fa::agrees(err, bound));
+    }
+  }
+}
+
+TEST_CASE("ring attention refuses what it cannot run, saying what it accepts", "[ch09]") {
+  fa_test::check_refused([] { ch09::check_problem({1, 2, 10, 12, 64}, 2, {}); }, {"self-attention", "--seq-q"});
+  fa_test::check_refused([] { ch09::check_problem({1, 2, 10, 10, 32}, 2, {}); }, {"head_dim 32", "64 or 128"});
+  fa_test::check_refused([] { ch09::check_problem({1, 2, 10, 10, 64}, 0, {}); }, {"at least one rank"});
+  fa_test::check_refused([] { (void)ch09::chunks_of_rank(10, 2, 2, Layout::zigzag); }, {"rank 2 of 2"});
+  fa_test::check_refused([] { (void)ch09::parse_layout("diagonal"); }, {"diagonal", "contiguous or zigzag"});
+  const fa_test::AttentionInputs in = inputs(10, 64, 1);
+  ch09::RankState state(in.Q, ch09::chunks_of_rank(10, 1, 0, Layout::contiguous), {}, fa::Device::cpu);
+  ch09::KVShard wrong = ch09::kv_shard(in.K, in.V, 2, 0, Layout::contiguous);
+  wrong.chunks = ch09::chunks_of_rank(10, 1, 0, Layout::contiguous);  // 10 rows named, 5 held
+  fa_test::check_refused([&] { (void)state.fold(wrong); }, {"do not fit"});
+}
