@@ -56,12 +56,14 @@ function(gpu_check_step name)
       list(INSERT ARG_PLAN ${separator} --plan)
     endif()
   endif()
-  _fa_json_list(command ${ARG_COMMAND})
-  _fa_json_list(plan ${ARG_PLAN})
-  _fa_json_list(targets ${ARG_TARGETS})
-  _fa_json_list(outputs ${ARG_OUTPUTS})
-  _fa_json_string(title "${ARG_TITLE}")
-  _fa_json_string(beside "${ARG_BESIDE}")
+  foreach(field command plan targets outputs)  # each ARG_<FIELD> as a JSON list, in <field>
+    string(TOUPPER ${field} upper)
+    _fa_json_list(${field} ${ARG_${upper}})
+  endforeach()
+  foreach(field title beside)  # and as a JSON string
+    string(TOUPPER ${field} upper)
+    _fa_json_string(${field} "${ARG_${upper}}")
+  endforeach()
   string(CONCAT step ",\n    {\"name\": \"${name}\", \"budget\": ${ARG_BUDGET}, \"title\": ${title}, "
          "\"beside\": ${beside},\n     \"targets\": ${targets}, \"outputs\": ${outputs},\n"
          "     \"command\": ${command},\n     \"plan\": ${plan}}")

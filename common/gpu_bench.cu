@@ -72,6 +72,15 @@ void print_plan(std::size_t rows, std::string_view what, double device_bytes) {
               device_bytes / 1e9);
 }
 
+int plan_or_no_gpu(std::string_view program, bool plan, std::size_t rows, std::string_view what, double device_bytes) {
+  if (plan) {
+    print_plan(rows, what, device_bytes);
+    return 0;
+  }
+  const int status = no_gpu_status(program);
+  return status != 0 ? status : -1;
+}
+
 std::string device_name() {
   int device = 0;
   cudaDeviceProp prop{};

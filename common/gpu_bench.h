@@ -4,7 +4,8 @@
 // (the programs are built only there; add_gpu_benchmark in cmake/GpuCheck.cmake); gpu_bench.cu
 // holds what runs on the device.
 //
-//   if (const int status = fa::bench::no_gpu_status("ch05_gpu_bench")) return status;
+//   if (int status = fa::bench::plan_or_no_gpu("ch05_gpu_bench", plan, rows, what, bytes); status >= 0)
+//     return status;                                                   --plan, or no GPU: one line
 //   fa::bench::DeviceArray<float> Q(count);  fa::bench::fill_normal(Q, seed);   cudaMalloc, cuRAND
 //   double ms = fa::bench::median_ms([&] { launch(); }, warmup, runs);
 //
@@ -41,6 +42,11 @@ int no_gpu_status(std::string_view program);
 // --plan, what scripts/gpu_check.sh --dry-run runs without a GPU: prints one line, "plan: <rows>
 // rows (<what>); <GB> GB of device memory", once the flags are checked and before any CUDA call.
 void print_plan(std::size_t rows, std::string_view what, double device_bytes);
+
+// What a benchmark does before its first CUDA call: with --plan (`plan`), prints the plan line
+// (print_plan) and returns 0; where the CUDA runtime sees no GPU, prints one line (no_gpu_status)
+// and returns kNoGpuStatus; otherwise returns -1, and the benchmark measures.
+int plan_or_no_gpu(std::string_view program, bool plan, std::size_t rows, std::string_view what, double device_bytes);
 
 // The name of the current device (cudaGetDeviceProperties). Throws std::runtime_error on a CUDA error.
 std::string device_name();

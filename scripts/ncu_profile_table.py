@@ -237,9 +237,11 @@ def main():
     ap.add_argument("--shape", default="--batch 1 --heads 2 --seq-q 256 --seq-k 256 --head-dim 64",
                     help="with --run: the flags of the shape both sides run")
     ap.add_argument("--plan", action="store_true", help="with --run: say what it would profile, measure nothing")
-    ap.add_argument("--program", help="the program both profiles come from (first column)")
-    ap.add_argument("--simt", help="the CPU run's --profile-json file")
-    ap.add_argument("--ncu", help="Nsight Compute's --csv output of the GPU run")
+    # Without --run, the table of one pair of profiles already made:
+    for flag, what in (("--program", "the program both profiles come from (first column)"),
+                       ("--simt", "the CPU run's --profile-json file"),
+                       ("--ncu", "Nsight Compute's --csv output of the GPU run")):
+        ap.add_argument(flag, help=what)
     ap.add_argument("--header", action="store_true", help="print the table's head first")
     ap.add_argument("--metrics", action="store_true", help="print the ncu --metrics list and stop")
     argv = sys.argv[1:]

@@ -23,9 +23,8 @@ import argparse
 import sys
 import warnings
 
-from sdpa_reference import BACKENDS, DTYPES, measure, reason_of
+from sdpa_reference import BACKENDS, DTYPES, SKIP_STATUS, load_torch, measure, reason_of
 
-SKIP_STATUS = 77
 DRAM_BYTES_PER_SECOND = 4.8e12  # an H200's HBM3e, as ch08::kH200DramBytesPerSecond
 
 
@@ -80,15 +79,14 @@ def main():
               f"{largest / 1e9:.1f} GB of device memory")
         return 0
 
+    loaded = load_torch("sdpa_decoding")
+    if loaded is None:
+        return SKIP_STATUS
+    torch, F = loaded
     try:
-        import torch
-        import torch.nn.functional as F
         from torch.nn.attention import SDPBackend, sdpa_kernel
     except ImportError as e:
-        print(f"sdpa_decoding: torch (with torch.nn.attention) is not installed ({e})", file=sys.stderr)
-        return SKIP_STATUS
-    if not torch.cuda.is_available():
-        print("sdpa_decoding: torch sees no CUDA device", file=sys.stderr)
+        print(f"sdpa_decoding: this torch has no torch.nn.attention ({e})", file=sys.stderr)
         return SKIP_STATUS
 
     if not args.no_header:

@@ -45,6 +45,22 @@ DTYPES = {"float32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 SKIP_STATUS = 77  # cannot measure on this machine (scripts/gpu_check.sh: "skipped")
 
 
+
+def load_torch(program):
+    """(torch, torch.nn.functional) where torch is installed and sees a CUDA device; otherwise None,
+    after one line to stderr that says which of the two is missing (the caller then exits with
+    SKIP_STATUS)."""
+    try:
+        import torch
+        import torch.nn.functional as F
+    except ImportError as e:
+        print(f"{program}: torch is not installed ({e})", file=sys.stderr)
+        return None
+    if not torch.cuda.is_available():
+        print(f"{program}: torch sees no CUDA device", file=sys.stderr)
+        return None
+    return torch, F
+
 def arithmetic(backend, dtype):
     """What the backend computes with, for inputs of `dtype` (a key of DTYPES)."""
     if dtype == "float32":
@@ -177,15 +193,10 @@ def main():
               f"head_dim {' '.join(map(str, args.head_dim))}, causal no and yes) in the {columns} columns")
         return 0
 
-    try:
-        import torch
-        import torch.nn.functional as F
-    except ImportError as e:
-        print(f"sdpa_reference: torch is not installed ({e})", file=sys.stderr)
+    loaded = load_torch("sdpa_reference")
+    if loaded is None:
         return SKIP_STATUS
-    if not torch.cuda.is_available():
-        print("sdpa_reference: torch sees no CUDA device", file=sys.stderr)
-        return SKIP_STATUS
+    torch, F = loaded
     try:
         from torch.nn.attention import SDPBackend, sdpa_kernel
     except ImportError:

@@ -157,15 +157,13 @@ int main(int argc, char** argv) {
   const std::size_t qkv = bh * max_n * max_d;
   const std::size_t floats = 4 * qkv + bh * max_n + 2 * bh * max_n * max_n;  // Q K V O, L, S P
   const double gigabytes = static_cast<double>(floats) * sizeof(float) / 1e9;
-  if (plan) {
-    fa::bench::print_plan(
-        2 * seq_lens.size() * head_dims.size() * 2,
-        fmt::format("naive and flash-attention-2, seq_len {}, head_dim {}, causal no and yes{}",
-                    fmt::join(seq_lens, " "), fmt::join(head_dims, " "), once ? ", each kernel launched once" : ""),
-        gigabytes * 1e9);
-    return 0;
-  }
-  if (const int status = fa::bench::no_gpu_status("ch05_gpu_bench")) return status;
+  if (const int status = fa::bench::plan_or_no_gpu(
+          "ch05_gpu_bench", plan, 2 * seq_lens.size() * head_dims.size() * 2,
+          fmt::format("naive and flash-attention-2, seq_len {}, head_dim {}, causal no and yes{}",
+                      fmt::join(seq_lens, " "), fmt::join(head_dims, " "), once ? ", each kernel launched once" : ""),
+          gigabytes * 1e9);
+      status >= 0)
+    return status;
 
   try {
     if (!once) {

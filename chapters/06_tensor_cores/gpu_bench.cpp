@@ -57,15 +57,14 @@ int main(int argc, char** argv) {
     const std::size_t bh = static_cast<std::size_t>(batch) * heads;
     const std::size_t rows = bh * static_cast<std::size_t>(*std::max_element(seq_lens.begin(), seq_lens.end()));
     const std::size_t qkv = rows * static_cast<std::size_t>(*std::max_element(head_dims.begin(), head_dims.end()));
-    if (plan) {
-      fa::bench::print_plan(dtypes.size() * seq_lens.size() * head_dims.size() * 2,
-                            fmt::format("dtype {}, seq_len {}, head_dim {}, causal no and yes, tile {}{}",
-                                        fmt::join(dtypes, " "), fmt::join(seq_lens, " "), fmt::join(head_dims, " "),
-                                        tile_text, once ? ", each kernel launched once" : ""),
-                            static_cast<double>(4 * qkv * sizeof(std::uint16_t) + rows * sizeof(float)));
-      return 0;
-    }
-    if (const int status = fa::bench::no_gpu_status("ch06_gpu_bench")) return status;
+    if (const int status = fa::bench::plan_or_no_gpu(
+            "ch06_gpu_bench", plan, dtypes.size() * seq_lens.size() * head_dims.size() * 2,
+            fmt::format("dtype {}, seq_len {}, head_dim {}, causal no and yes, tile {}{}", fmt::join(dtypes, " "),
+                        fmt::join(seq_lens, " "), fmt::join(head_dims, " "), tile_text,
+                        once ? ", each kernel launched once" : ""),
+            static_cast<double>(4 * qkv * sizeof(std::uint16_t) + rows * sizeof(float)));
+        status >= 0)
+      return status;
     if (!once) {
       fmt::print("device: {}; batch {}, heads {}, tile {}; median of {} runs after {} warm-up\n\n",
                  fa::bench::device_name(), batch, heads, tile_text, runs, warmup);

@@ -60,15 +60,13 @@ int main(int argc, char** argv) {
   const std::size_t max_d = static_cast<std::size_t>(*std::max_element(head_dims.begin(), head_dims.end()));
   const std::size_t rows = static_cast<std::size_t>(batch) * heads * max_n;
   const std::size_t qkv = rows * max_d;
-  if (plan) {
-    fa::bench::print_plan(
-        2 * seq_lens.size() * head_dims.size() * 2,
-        fmt::format("atomic and deterministic dQ, seq_len {}, head_dim {}, causal no and yes{}",
-                    fmt::join(seq_lens, " "), fmt::join(head_dims, " "), once ? ", each pass once" : ""),
-        static_cast<double>((8 * qkv + 2 * rows) * sizeof(float)));
-    return 0;
-  }
-  if (const int status = fa::bench::no_gpu_status("ch07_gpu_bench")) return status;
+  if (const int status = fa::bench::plan_or_no_gpu(
+          "ch07_gpu_bench", plan, 2 * seq_lens.size() * head_dims.size() * 2,
+          fmt::format("atomic and deterministic dQ, seq_len {}, head_dim {}, causal no and yes{}",
+                      fmt::join(seq_lens, " "), fmt::join(head_dims, " "), once ? ", each pass once" : ""),
+          static_cast<double>((8 * qkv + 2 * rows) * sizeof(float)));
+      status >= 0)
+    return status;
 
   try {
     if (!once) {

@@ -108,16 +108,15 @@ int main(int argc, char** argv) {
         static_cast<double>(2 * pool.size() * element + q_values * element) +
         4.0 * (static_cast<double>(ch08::kMaxSplits + 1) * static_cast<double>(q_values + q_values / head_dim) +
                static_cast<double>(batch_max) * (pages_per_seq_max + 1));
-    if (plan) {
-      fa::bench::print_plan(2 * batches.size() * contexts.size(),
-                            fmt::format("batch {}, context {}, {} heads on {} K/V heads, head_dim {}, {} pages of {} "
-                                        "rows; the splits of FlashAttention-2's rule for {} SMs, and one split{}",
-                                        fmt::join(batches, " "), fmt::join(contexts, " "), heads, kv_heads, head_dim,
-                                        dtype, page_size, options.sms, once ? ", each launched once" : ""),
-                            device_bytes);
-      return 0;
-    }
-    if (const int status = fa::bench::no_gpu_status("ch08_gpu_bench")) return status;
+    if (const int status = fa::bench::plan_or_no_gpu(
+            "ch08_gpu_bench", plan, 2 * batches.size() * contexts.size(),
+            fmt::format("batch {}, context {}, {} heads on {} K/V heads, head_dim {}, {} pages of {} "
+                        "rows; the splits of FlashAttention-2's rule for {} SMs, and one split{}",
+                        fmt::join(batches, " "), fmt::join(contexts, " "), heads, kv_heads, head_dim, dtype, page_size,
+                        options.sms, once ? ", each launched once" : ""),
+            device_bytes);
+        status >= 0)
+      return status;
     if (sms == 0) {
       int device = 0;
       SIMT_CUDA_CHECK(cudaGetDevice(&device));
