@@ -947,7 +947,7 @@ class BlockChecker {
       if (x.thread == s.issuer) return;                             // after its own wait
       if (x.warp == issuer_warp && x.epoch > s.land_epoch) return;  // a warp synchronisation after the wait
     }
-    // Accesses of the issue's own interval by other threads are step 4's (the copy is an entry there).
+    // Accesses by other threads in the interval where the copy was issued are step 4's (the copy is an entry there).
     if (interval_ == s.issue_interval && x.thread != s.issuer && (x.warp != issuer_warp || x.epoch == s.issue_epoch)) {
       return;
     }
