@@ -938,7 +938,7 @@ class BlockChecker {
   // Step 5: x against the open cp.async on its word, if any.
   void check_async_slot(AsyncSlot& s, const Actor& x, std::uint8_t mask, const Target& target, std::uint64_t w) {
     if (s.block_stamp != block_stamp_ || s.issuer == kNone) return;
-    const std::uint16_t issuer_warp = s.issuer / kWarpLanes;
+    const auto issuer_warp = static_cast<std::uint16_t>(s.issuer / kWarpLanes);  // issuer < 1024
     if (s.landed) {
       if (interval_ > s.land_interval) {  // a barrier after the wait: ordered for every thread
         s.issuer = kNone;
