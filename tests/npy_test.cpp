@@ -433,6 +433,9 @@ TEST_CASE("files are written together: when one cannot be, none is, and the earl
   CHECK(files == 2);  // no temporary file left
 }
 
+// Not under ThreadSanitizer: the forked child inherits Catch2's own signal handler, which allocates,
+// and TSan reports that (not this code) as a signal-unsafe call before the child can end.
+#if !defined(__SANITIZE_THREAD__)
 TEST_CASE("a temporary file is removed when SIGINT or SIGTERM ends the process", "[common]") {
   for (const int signal_number : {SIGINT, SIGTERM}) {
     TempDir dir;
@@ -466,3 +469,4 @@ TEST_CASE("a temporary file is removed when SIGINT or SIGTERM ends the process",
     CHECK(after == 0);
   }
 }
+#endif
