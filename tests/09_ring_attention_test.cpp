@@ -103,6 +103,27 @@ TEST_CASE("every row belongs to one rank, in chunks that differ by at most one r
   CHECK(ch09::shard_rows(ch09::chunks_of_rank(1, 4, 2, Layout::contiguous)) == 0);  // a rank with nothing
 }
 
+TEST_CASE("every K/V shard visits every rank once, moving one rank on at each step", "[ch09]") {
+  for (std::size_t P = 1; P <= 6; ++P) {
+    for (std::size_t r = 0; r < P; ++r) {
+      INFO("P = " << P << ", rank " << r);
+      std::vector<int> held(P, 0);
+      for (std::size_t s = 0; s < P; ++s) {
+        const std::size_t owner = ch09::owner_at_step(r, s, P);
+        REQUIRE(owner < P);
+        ++held[owner];
+        // Line 4 of ring.h: what rank r holds at step s, rank r - 1 held at step s - 1 (rank P - 1
+        // before rank 0: the ring closes).
+        if (s > 0) CHECK(owner == ch09::owner_at_step((r + P - 1) % P, s - 1, P));
+        CHECK(ch09::owner_at_step(r, s + P, P) == owner);
+      }
+      CHECK(ch09::owner_at_step(r, 0, P) == r);
+      CHECK(std::ranges::all_of(held, [](int n) { return n == 1; }));
+    }
+  }
+  fa_test::check_refused([] { (void)ch09::owner_at_step(3, 0, 3); }, {"rank 3 of 3"});
+}
+
 TEST_CASE("take_rows and put_rows move a shard's rows out and back", "[ch09]") {
   const fa_test::AttentionInputs in = inputs(11, 64, 5);
   fa::Tensor4<float> back(in.Q.shape, -1.0f);
