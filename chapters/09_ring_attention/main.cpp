@@ -528,13 +528,16 @@ the same inputs.)"};
     fa::AttentionFlags::Inputs in;  // rank 0: the whole Q, K, V, to scatter and to check against
     RankResult mine;
     try {
-      if (mpi.rank == 0) in = flags.load();
-    } catch (const std::exception& e) {
-      abort_ring(e);
-    }
-    fa::Tensor4<float> Q = scatter_rows(in.Q, full, mpi, layout), K = scatter_rows(in.K, full, mpi, layout),
-                       V = scatter_rows(in.V, full, mpi, layout);
-    try {
+      if (mpi.rank == 0) {
+        in = flags.load();
+        if (in.Q.shape != full || in.K.shape != full || in.V.shape != full) {
+          throw std::runtime_error(fmt::format("{}: the files changed since they were checked (Q {}, K {}, V {})",
+                                               in.origin, in.Q.shape.str(), in.K.shape.str(), in.V.shape.str()));
+        }
+      }
+      fa::Tensor4<float> Q = scatter_rows(in.Q, full, mpi, layout);
+      fa::Tensor4<float> K = scatter_rows(in.K, full, mpi, layout);
+      fa::Tensor4<float> V = scatter_rows(in.V, full, mpi, layout);
       mine = run_ring(std::move(Q), std::move(K), std::move(V), full, mpi, layout, options, device);
     } catch (const std::exception& e) {
       abort_ring(e);
