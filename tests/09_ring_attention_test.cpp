@@ -17,6 +17,7 @@
 #include "attention_inputs.h"
 #include "catch.h"
 #include "chapters/04_naive_attention/agreement.h"
+#include "chapters/05_flash_attention_2/agreement.h"
 #include "chapters/05_flash_attention_2/flash_attention_2.h"
 #include "chapters/06_tensor_cores/error_budget.h"
 #include "chapters/06_tensor_cores/tensor_cores.h"
@@ -81,17 +82,21 @@ int partials_of(Layout layout, std::size_t P) { return static_cast<int>(layout =
 // A ring's O and L against a reference on the same inputs (seq rows a head): O within O_bound in
 // relative L2; every row of L within chapter 08's bound for a merge of `partials` partials of the
 // same kernel (ch08::L_bound; no score term: chapter 05's scores do not depend on the tile a key
-// falls in), plus that bound for the reference's own `reference_partials` when it is a merge too
-// (0: chapter 05 itself).
-void check_against(const ch09::RingRun& ring, const fa::Tensor4<float>& O_ref, const std::vector<float>& L_ref,
-                   double O_bound, std::size_t seq, bool causal, int partials, int reference_partials = 0) {
+// falls in; |L| bounded from the inputs: ch05::L_magnitudes of Q and K at the default scale), plus
+// that bound for the reference's own `reference_partials` when it is a merge too (0: chapter 05
+// itself).
+void check_against(const ch09::RingRun& ring, const fa_test::AttentionInputs& in, const fa::Tensor4<float>& O_ref,
+                   const std::vector<float>& L_ref, double O_bound, std::size_t seq, bool causal, int partials,
+                   int reference_partials = 0) {
+  const std::vector<double> magnitudes = ch05::L_magnitudes(in.Q, in.K, fa::default_scale(in.Q.shape.head_dim));
   const fa::ErrorStats err = fa::compare(ring.O.values, O_ref.values);
   INFO(fa::describe(err) << ", bound " << O_bound);
   CHECK(fa::agrees(err, O_bound));
   for (std::size_t row = 0; row < ring.L.size(); ++row) {
     const std::size_t keys = causal ? row % seq + 1 : seq;
-    const double bound = ch08::L_bound(L_ref[row], keys, partials, 0.0) +
-                         (reference_partials > 0 ? ch08::L_bound(L_ref[row], keys, reference_partials, 0.0) : 0.0);
+    const double bound =
+        ch08::L_bound(L_ref[row], magnitudes[row], keys, partials, 0.0) +
+        (reference_partials > 0 ? ch08::L_bound(L_ref[row], magnitudes[row], keys, reference_partials, 0.0) : 0.0);
     INFO("row " << row << ": L " << ring.L[row] << " against " << L_ref[row] << ", bound " << bound);
     REQUIRE(std::fabs(static_cast<double>(ring.L[row]) - L_ref[row]) <= bound);
   }
@@ -257,7 +262,7 @@ TEST_CASE("ring attention in one process equals chapter 05 for every P, layout, 
                            << ch09::to_string(layout) << ", P = " << P);
           const ch09::RingRun ring =
               ch09::ring_in_one_process(in.Q, in.K, in.V, P, layout, {.causal = causal}, fa_test::kDevice);
-          check_against(ring, reference.O, reference.L, O_bound, seq, causal, partials_of(layout, P));
+          check_against(ring, in, reference.O, reference.L, O_bound, seq, causal, partials_of(layout, P));
         }
       }
     }
@@ -297,7 +302,7 @@ TEST_CASE("the ring's result does not depend on P beyond float32 rounding", "[ch
         INFO((causal ? "causal, " : "") << ch09::to_string(layout) << ", P = " << P);
         const ch09::RingRun ring =
             ch09::ring_in_one_process(in.Q, in.K, in.V, P, layout, {.causal = causal}, fa_test::kDevice);
-        check_against(ring, one.O, one.L, O_bound, seq, causal, partials_of(layout, P), 1);
+        check_against(ring, in, one.O, one.L, O_bound, seq, causal, partials_of(layout, P), 1);
       }
     }
   }

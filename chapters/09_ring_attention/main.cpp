@@ -42,6 +42,7 @@
 
 #include "chapters/03_online_weighted_sum/attention.h"
 #include "chapters/04_naive_attention/agreement.h"
+#include "chapters/05_flash_attention_2/agreement.h"
 #include "chapters/05_flash_attention_2/flash_attention_2.h"
 #include "chapters/06_tensor_cores/error_budget.h"
 #include "chapters/06_tensor_cores/tensor_cores.h"
@@ -346,10 +347,10 @@ void print_ring(const Gathered& g, const fa::Shape4& full, ch09::Layout layout, 
 //      evaluations, each within about that of the exact result. bf16, fp16: chapter 06's error
 //      budget, the bound of chapter 06's kernel against chapter 05; the ring's partials are chapter
 //      06's, each O_i rounded to the element type, and the merge is a weighted mean of them.
-//   L  per row, chapter 08's bound for a merge of partials (ch08::L_bound: 3u (|L| + n + 1) +
-//      u partials) with no score term: the ring runs chapter 05's kernel too, whose scores do not
-//      depend on the tile a key falls in; for bf16 and fp16, plus chapter 06's own L bound against
-//      chapter 05 (ch06::L_bounds), which holds the difference in the scores.
+//   L  per row, chapter 08's bound for a merge of partials (ch08::L_bound: 3u (|L|max + n + 1) +
+//      u partials, |L|max from the inputs: ch05::L_magnitudes) with no score term: the ring runs chapter 05's kernel
+//      too, whose scores do not depend on the tile a key falls in; for bf16 and fp16, plus chapter 06's own L bound
+//      against chapter 05 (ch06::L_bounds), which holds the difference in the scores.
 fa::Check check_against_chapter_05(const Gathered& g, const fa::AttentionFlags::Inputs& in,
                                    const ch09::Options& options, std::size_t P, ch09::Layout layout,
                                    fa::Device device) {
@@ -364,6 +365,7 @@ fa::Check check_against_chapter_05(const Gathered& g, const fa::AttentionFlags::
   const double O_bound = wide ? ch04::agreement_bound(Q, K, V, {.scale = options.scale, .causal = options.causal}).bound
                               : ch06::error_budget(Q, K, V, scale, options.causal, element).bound;
   const std::vector<double> low_precision_L = wide ? std::vector<double>() : ch06::L_bounds(Q, K, scale, reference.L);
+  const std::vector<double> magnitudes = ch05::L_magnitudes(Q, K, scale);
   const int partials = layout == ch09::Layout::zigzag ? static_cast<int>(2 * P) : static_cast<int>(P);
   double L_error = 0, L_bound = 0, worst_ratio = -1;
   bool L_pass = true;
@@ -371,7 +373,8 @@ fa::Check check_against_chapter_05(const Gathered& g, const fa::AttentionFlags::
     const auto i = static_cast<int>(row % shape.seq_len_q);
     const auto keys = static_cast<std::size_t>(
         fa::visible_keys(i, static_cast<int>(shape.seq_len_q), static_cast<int>(shape.seq_len_k), options.causal));
-    const double bound = ch08::L_bound(reference.L[row], keys, partials, 0.0) + (wide ? 0.0 : low_precision_L[row]);
+    const double bound =
+        ch08::L_bound(reference.L[row], magnitudes[row], keys, partials, 0.0) + (wide ? 0.0 : low_precision_L[row]);
     const double error = fa::abs_difference(g.L[row], reference.L[row]);
     L_pass = L_pass && fa::within(error, bound);
     const double ratio = error == 0.0 ? 0.0 : bound > 0.0 ? error / bound : INFINITY;
