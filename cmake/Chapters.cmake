@@ -22,8 +22,13 @@ endfunction()
 #   are all left out fails (Catch2's --warn NoTests). The GPU check (cmake/GpuCheck.cmake) builds and
 #   runs every GPU test, and runs the test cases tagged [sanitizer] of each SANITIZER one under
 #   compute-sanitizer; <name>_sanitizer_subset checks on every machine that it has some.
+#   A sanitizer build leaves GPU tests out: it never compiles for the GPU (cmake/Options.cmake), so
+#   they could only report SKIPPED, after minutes of compiling.
 function(add_chapter_test chapter name)
   cmake_parse_arguments(ARG "GPU;SANITIZER" "" "LABELS;SOURCES;LIBRARIES" ${ARGN})
+  if(ARG_GPU AND NOT FA_SANITIZE STREQUAL "")
+    return()
+  endif()
   add_executable(${name} ${ARG_SOURCES})
   if(ARG_GPU)
     target_link_libraries(${name} PRIVATE fa_gpu_test_main)  # which defines FA_TEST_ON_GPU=1 for it

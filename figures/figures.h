@@ -31,9 +31,10 @@
 //                                     combine on one query row: three chunks' partials, then their merge
 //  10. decoding-waves.svg             decoding_waves_figure(): static; the blocks of a decoding step on
 //                                     132 SMs, without splits and with ch08::choose_splits' count
-//  11. ring-steps.svg                 ring_steps_figure(): static; chapter 09's ring on 4 ranks, zigzag,
-//                                     causal: the K/V shard each rank holds at each step and the
-//                                     pairs it sees (ch09::chunks_of_rank, ch09::visible)
+//  11. ring-steps.svg                 ring_steps_figure(): animated; chapter 09's ring on 4 ranks,
+//                                     zigzag, causal, a step at a time: the K/V shard each rank holds
+//                                     (sliding in from the rank before) and the pairs it sees
+//                                     (ch09::chunks_of_rank, ch09::owner_at_step, ch09::visible)
 //  12. write_figures() writes all eleven into a folder.
 //
 // Source: the book's own figures, computed by its code: the worked example (chapter 03) and the

@@ -30,7 +30,8 @@ using fa_test::kDevice;
 // within about the error of a plain float32 evaluation of the exact result, so ch04::agreement_bound
 // (twice that error plus float32's unit roundoff) holds between them; measured distances are ~1e-7
 // for scores of order 1, and a missed rescale, a wrong mask or a lost tile gives 1e-3 to 1. L: per
-// row, u (|L| + seq_len_k + 1) against the log-sum-exp of chapter 04's row of S.
+// row, u (M + ln(seq_len_k) + seq_len_k + 1) against the log-sum-exp of chapter 04's row of S, with
+// M = |scale| |q| max_j |k_j| from the inputs (ch05::L_magnitudes).
 
 struct Case {
   std::size_t seq_len_q, seq_len_k, head_dim;
@@ -62,6 +63,7 @@ void check_case(const Case& c, std::span<const fa::Tile> tiles) {
   for (std::size_t r = 0; r < L_ref.size(); ++r) {
     L_ref[r] = ch05::logsumexp(std::span<const float>(naive.S).subspan(r * c.seq_len_k, c.seq_len_k));
   }
+  const std::vector<double> magnitudes = ch05::L_magnitudes(in.Q, in.K, scale);
 
   for (const fa::Tile& tile : tiles) {
     Case with_tile = c;
@@ -74,7 +76,7 @@ void check_case(const Case& c, std::span<const fa::Tile> tiles) {
     CHECK(fa::agrees(err, bound.bound));
 
     // L against the log-sum-exp of chapter 04's rows of S; a row that sees no key is -inf in both.
-    const ch05::WorstL L_worst = ch05::worst_L(flash.L, L_ref, c.seq_len_k);
+    const ch05::WorstL L_worst = ch05::worst_L(flash.L, L_ref, magnitudes, c.seq_len_k);
     INFO("L of row " << L_worst.row << ": " << flash.L[L_worst.row] << ", from S: " << L_ref[L_worst.row] << ", bound "
                      << L_worst.bound);
     CHECK(L_worst.pass);
@@ -128,6 +130,30 @@ TEST_CASE("rows that see no key give zeros in O and -inf in L, never NaN", "[ch0
   fa_test::check_rows_that_see_no_key(out.O, out.L, 113, "tile " + fa::tile_name(tile));
 }
 
+// The bound on L comes from the inputs (ch05::L_magnitudes), never from the reference's own L: a
+// broken reference whose L is far off cannot widen the bound it is checked with.
+TEST_CASE("the bound on L grows with the inputs, not with the reference's L", "[ch05]") {
+  const auto in = fa_test::make_inputs(1, 1, 3, 5, 4, 0.5, fa_test::Scores::normal, 77);
+  const std::vector<double> magnitudes = ch05::L_magnitudes(in.Q, in.K, 0.5);
+  for (std::size_t i = 0; i < 3; ++i) {
+    // |L| <= |scale| |q| max_j |k_j| + ln(seq_len_k), checked against the definition in double.
+    std::vector<float> s(5);
+    for (std::size_t j = 0; j < 5; ++j) {
+      double dot = 0.0;
+      for (std::size_t c = 0; c < 4; ++c) dot += static_cast<double>(in.Q.values[i * 4 + c]) * in.K.values[j * 4 + c];
+      s[j] = static_cast<float>(0.5 * dot);
+    }
+    CHECK(std::fabs(ch05::logsumexp(s)) <= magnitudes[i]);
+  }
+  CHECK(ch05::L_bound(1.0, magnitudes[0], 5) == ch05::L_bound(1e9, magnitudes[0], 5));
+  // A reference 1e9 off: the row fails, whatever the reference's own L is.
+  const std::vector<float> L{1.0f, 1.0f, 1.0f};
+  CHECK_FALSE(ch05::worst_L(L, std::vector<double>{1e9, 1.0, 1.0}, magnitudes, 5).pass);
+  CHECK(ch05::worst_L(L, std::vector<double>{1.0, 1.0, 1.0}, magnitudes, 5).pass);
+  // A bound that is not finite checks nothing: the row fails.
+  CHECK_FALSE(ch05::worst_L(L, std::vector<double>{1.0, 1.0, 1.0}, std::vector<double>{INFINITY, 1.0, 1.0}, 5).pass);
+}
+
 TEST_CASE("FlashAttention-2 refuses a head_dim it was not compiled for, naming the ones it was", "[ch05]") {
   const auto in = fa_test::make_inputs(1, 1, 8, 8, 48, 0.1, fa_test::Scores::normal, 5200);
   fa_test::check_refused([&] { (void)ch05::flash_attention_2(in.Q, in.K, in.V, {}, kDevice); }, {"48", "32, 64, 128"});
@@ -165,7 +191,7 @@ TEST_CASE("NaN in Q or K reaches O and L where it should, and both checks count 
   std::size_t nan_L = 0;
   for (float L : flash.L) nan_L += std::isnan(L);
   CHECK(nan_L == nan_rows);
-  CHECK(ch05::worst_L(flash.L, L_ref, 90).pass);
+  CHECK(ch05::worst_L(flash.L, L_ref, ch05::L_magnitudes(in.Q, in.K, fa::default_scale(32)), 90).pass);
 }
 
 // ---- The grading tests of the course's exercises 05.1 and 05.2 (docs/course.md): the kernel against
@@ -183,6 +209,7 @@ void check_against_definition(std::size_t seq_len_q, std::size_t seq_len_k, std:
                                        fa_test::Scores::normal, seed);
   const fa_test::Definition definition = fa_test::definition(in.Q, in.K, in.V, {.causal = causal});
   const std::vector<double> allowance = definition.L_allowance();
+  const std::vector<double> magnitudes = ch05::L_magnitudes(in.Q, in.K, fa::default_scale(head_dim));
   for (const fa::Tile& tile : ch05::kTileShapes) {
     const auto out = ch05::flash_attention_2(in.Q, in.K, in.V, {.causal = causal, .tile = tile}, kDevice);
     INFO("seq_len_q " << seq_len_q << ", seq_len_k " << seq_len_k << ", head_dim " << head_dim
@@ -190,7 +217,7 @@ void check_against_definition(std::size_t seq_len_q, std::size_t seq_len_k, std:
     const auto err = fa::compare(out.O.values, definition.exact.O);
     INFO("O against the definition: " << fa::describe(err) << "; bound " << definition.O_bound());
     CHECK(fa::agrees(err, definition.O_bound()));
-    const ch05::WorstL L = ch05::worst_L(out.L, definition.exact.L, seq_len_k, allowance);
+    const ch05::WorstL L = ch05::worst_L(out.L, definition.exact.L, magnitudes, seq_len_k, allowance);
     INFO("L of row " << L.row << ": " << out.L[L.row] << ", the definition's " << definition.exact.L[L.row]
                      << ", bound " << L.bound);
     CHECK(L.pass);

@@ -9,12 +9,15 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
+#include <iterator>
 #include <string>
 #include <vector>
 
 #include "attention_inputs.h"
 #include "catch.h"
 #include "chapters/04_naive_attention/agreement.h"
+#include "chapters/05_flash_attention_2/agreement.h"
 #include "chapters/05_flash_attention_2/flash_attention_2.h"
 #include "chapters/06_tensor_cores/error_budget.h"
 #include "chapters/06_tensor_cores/tensor_cores.h"
@@ -32,18 +35,41 @@ using ch09::Layout;
 constexpr Layout kLayouts[] = {Layout::contiguous, Layout::zigzag};
 
 // The lengths the ring runs against chapter 05, the ranks up to which P goes in the test of its
-// independence of P, and that test's length. Under a sanitizer (FA_SANITIZER_BUILD), where a run
-// takes 10 to 50 times longer, fewer: still one row, a length that leaves ranks with nothing, and
-// chunks of different sizes.
+// independence of P, that test's length, and the ranks and layout of the bf16 ring. Under a sanitizer
+// (FA_SANITIZER_BUILD) fewer, and the sweeps run a covering subset rather than every combination
+// (kEveryCombination): there every kernel launch costs about 0.1 s under ThreadSanitizer on a
+// loaded 2-core machine (0.7 s for chapter 06's), and a ring launches two per pair of chunks that
+// see each other (the kernel, then the merge), up to 64 pairs for P = 4 in the zigzag layout. The
+// subset still runs every P with every layout and mask against chapter 05, every length with every
+// head dim, one row, a length that leaves ranks with nothing and chunks of different sizes, and
+// chapter 06's kernel in a ring of two ranks with and without the mask.
 #if FA_SANITIZER_BUILD
 constexpr std::size_t kRingLengths[] = {1, 7, 33};
-constexpr std::size_t kMaxRanks = 4;
+constexpr std::size_t kMaxRanks = 3;
 constexpr std::size_t kIndependenceLength = 64;
+constexpr std::size_t kBf16Ranks[] = {2};
+constexpr Layout kBf16Layout = Layout::contiguous;
+constexpr bool kEveryCombination = false;
 #else
 constexpr std::size_t kRingLengths[] = {1, 7, 33, 100};
 constexpr std::size_t kMaxRanks = 8;
 constexpr std::size_t kIndependenceLength = 256;
+constexpr std::size_t kBf16Ranks[] = {1, 2, 3};
+constexpr Layout kBf16Layout = Layout::zigzag;
+constexpr bool kEveryCombination = true;
 #endif
+
+// Whether a sweep runs the case numbered `parts` (each part a small index: of a head dim, a mask, a
+// layout, a P, a length) when it runs only a covering subset: the cases whose parts add up to a
+// multiple of `of`. Holding all parts but one fixed, exactly one in every `of` consecutive values of
+// the last one is run, so every value of every part is run with every value of each other part but
+// that one.
+bool runs(std::initializer_list<std::size_t> parts, std::size_t of) {
+  if (kEveryCombination) return true;
+  std::size_t sum = 0;
+  for (const std::size_t part : parts) sum += part;
+  return sum % of == 0;
+}
 
 fa_test::AttentionInputs inputs(std::size_t seq_len, std::size_t head_dim, std::uint64_t seed) {
   return fa_test::make_inputs(1, 2, seq_len, seq_len, head_dim, 1.0 / std::sqrt(static_cast<double>(head_dim)),
@@ -56,17 +82,21 @@ int partials_of(Layout layout, std::size_t P) { return static_cast<int>(layout =
 // A ring's O and L against a reference on the same inputs (seq rows a head): O within O_bound in
 // relative L2; every row of L within chapter 08's bound for a merge of `partials` partials of the
 // same kernel (ch08::L_bound; no score term: chapter 05's scores do not depend on the tile a key
-// falls in), plus that bound for the reference's own `reference_partials` when it is a merge too
-// (0: chapter 05 itself).
-void check_against(const ch09::RingRun& ring, const fa::Tensor4<float>& O_ref, const std::vector<float>& L_ref,
-                   double O_bound, std::size_t seq, bool causal, int partials, int reference_partials = 0) {
+// falls in; |L| bounded from the inputs: ch05::L_magnitudes of Q and K at the default scale), plus
+// that bound for the reference's own `reference_partials` when it is a merge too (0: chapter 05
+// itself).
+void check_against(const ch09::RingRun& ring, const fa_test::AttentionInputs& in, const fa::Tensor4<float>& O_ref,
+                   const std::vector<float>& L_ref, double O_bound, std::size_t seq, bool causal, int partials,
+                   int reference_partials = 0) {
+  const std::vector<double> magnitudes = ch05::L_magnitudes(in.Q, in.K, fa::default_scale(in.Q.shape.head_dim));
   const fa::ErrorStats err = fa::compare(ring.O.values, O_ref.values);
   INFO(fa::describe(err) << ", bound " << O_bound);
   CHECK(fa::agrees(err, O_bound));
   for (std::size_t row = 0; row < ring.L.size(); ++row) {
     const std::size_t keys = causal ? row % seq + 1 : seq;
-    const double bound = ch08::L_bound(L_ref[row], keys, partials, 0.0) +
-                         (reference_partials > 0 ? ch08::L_bound(L_ref[row], keys, reference_partials, 0.0) : 0.0);
+    const double bound =
+        ch08::L_bound(L_ref[row], magnitudes[row], keys, partials, 0.0) +
+        (reference_partials > 0 ? ch08::L_bound(L_ref[row], magnitudes[row], keys, reference_partials, 0.0) : 0.0);
     INFO("row " << row << ": L " << ring.L[row] << " against " << L_ref[row] << ", bound " << bound);
     REQUIRE(std::fabs(static_cast<double>(ring.L[row]) - L_ref[row]) <= bound);
   }
@@ -101,6 +131,27 @@ TEST_CASE("every row belongs to one rank, in chunks that differ by at most one r
   CHECK(ch09::chunks_of_rank(7, 4, 3, Layout::contiguous) == std::vector<Chunk>{{6, 7}});
   CHECK(ch09::chunks_of_rank(7, 4, 3, Layout::zigzag) == std::vector<Chunk>{{3, 4}, {4, 5}});
   CHECK(ch09::shard_rows(ch09::chunks_of_rank(1, 4, 2, Layout::contiguous)) == 0);  // a rank with nothing
+}
+
+TEST_CASE("every K/V shard visits every rank once, moving one rank on at each step", "[ch09]") {
+  for (std::size_t P = 1; P <= 6; ++P) {
+    for (std::size_t r = 0; r < P; ++r) {
+      INFO("P = " << P << ", rank " << r);
+      std::vector<int> held(P, 0);
+      for (std::size_t s = 0; s < P; ++s) {
+        const std::size_t owner = ch09::owner_at_step(r, s, P);
+        REQUIRE(owner < P);
+        ++held[owner];
+        // Line 4 of ring.h: what rank r holds at step s, rank r - 1 held at step s - 1 (rank P - 1
+        // before rank 0: the ring closes).
+        if (s > 0) CHECK(owner == ch09::owner_at_step((r + P - 1) % P, s - 1, P));
+        CHECK(ch09::owner_at_step(r, s + P, P) == owner);
+      }
+      CHECK(ch09::owner_at_step(r, 0, P) == r);
+      CHECK(std::ranges::all_of(held, [](int n) { return n == 1; }));
+    }
+  }
+  fa_test::check_refused([] { (void)ch09::owner_at_step(3, 0, 3); }, {"rank 3 of 3"});
 }
 
 TEST_CASE("take_rows and put_rows move a shard's rows out and back", "[ch09]") {
@@ -196,7 +247,8 @@ TEST_CASE("the cluster model's shortest hiding length is where a step's compute 
 TEST_CASE("ring attention in one process equals chapter 05 for every P, layout, mask and length", "[ch09]") {
   const std::size_t head_dim = GENERATE(64u, 128u);
   for (const bool causal : {false, true}) {
-    for (const std::size_t seq : kRingLengths) {
+    for (std::size_t length = 0; length < std::size(kRingLengths); ++length) {
+      const std::size_t seq = kRingLengths[length];
       const fa_test::AttentionInputs in = inputs(seq, head_dim, 11 + seq);
       const ch05::Result reference = ch05::flash_attention_2(in.Q, in.K, in.V, {.causal = causal}, fa_test::kDevice);
       // O: chapter 05's own bound against chapter 04 (both float32 evaluations, each within about
@@ -204,11 +256,13 @@ TEST_CASE("ring attention in one process equals chapter 05 for every P, layout, 
       const double O_bound = ch04::agreement_bound(in.Q, in.K, in.V, {.causal = causal}).bound;
       for (const Layout layout : kLayouts) {
         for (std::size_t P = 1; P <= 4; ++P) {
+          // (Under a sanitizer, one length of the three for each head dim, mask, layout and P.)
+          if (!runs({head_dim / 64, causal, static_cast<std::size_t>(layout), P, length}, 3)) continue;
           INFO("head_dim " << head_dim << (causal ? ", causal" : "") << ", seq " << seq << ", "
                            << ch09::to_string(layout) << ", P = " << P);
           const ch09::RingRun ring =
               ch09::ring_in_one_process(in.Q, in.K, in.V, P, layout, {.causal = causal}, fa_test::kDevice);
-          check_against(ring, reference.O, reference.L, O_bound, seq, causal, partials_of(layout, P));
+          check_against(ring, in, reference.O, reference.L, O_bound, seq, causal, partials_of(layout, P));
         }
       }
     }
@@ -244,10 +298,11 @@ TEST_CASE("the ring's result does not depend on P beyond float32 rounding", "[ch
         ch09::ring_in_one_process(in.Q, in.K, in.V, 1, Layout::contiguous, {.causal = causal}, fa_test::kDevice);
     for (const Layout layout : kLayouts) {
       for (std::size_t P = 2; P <= kMaxRanks; ++P) {
+        if (!runs({causal, static_cast<std::size_t>(layout), P}, 2)) continue;  // (a sanitizer: one layout per P)
         INFO((causal ? "causal, " : "") << ch09::to_string(layout) << ", P = " << P);
         const ch09::RingRun ring =
             ch09::ring_in_one_process(in.Q, in.K, in.V, P, layout, {.causal = causal}, fa_test::kDevice);
-        check_against(ring, one.O, one.L, O_bound, seq, causal, partials_of(layout, P), 1);
+        check_against(ring, in, one.O, one.L, O_bound, seq, causal, partials_of(layout, P), 1);
       }
     }
   }
@@ -264,11 +319,10 @@ TEST_CASE("a bf16 ring agrees with chapter 05 within chapter 06's error budget",
     // Chapter 06's budget: twice the error of an evaluation that rounds P and O to bf16 (its
     // reason in chapters/06_tensor_cores/error_budget.h); each partial here is chapter 06's O.
     const double bound = ch06::error_budget(Q, K, V, scale, causal, ch06::ElementType::bf16).bound;
-    for (std::size_t P = 1; P <= 3; ++P) {
+    for (const std::size_t P : kBf16Ranks) {
       INFO((causal ? "causal, " : "") << "P = " << P);
-      const ch09::RingRun ring =
-          ch09::ring_in_one_process(raw.Q, raw.K, raw.V, P, Layout::zigzag,
-                                    {.causal = causal, .element = ch08::CacheType::bf16}, fa_test::kDevice);
+      const ch09::RingRun ring = ch09::ring_in_one_process(
+          raw.Q, raw.K, raw.V, P, kBf16Layout, {.causal = causal, .element = ch08::CacheType::bf16}, fa_test::kDevice);
       const fa::ErrorStats err = fa::compare(ring.O.values, reference.O.values);
       INFO(fa::describe(err) << ", bound " << bound);
       CHECK(fa::agrees(err, bound));

@@ -423,3 +423,39 @@ TEST_CASE("the bank figure's captions are simt's counts for strides 1, 2, 33, 32
     CHECK(bank.find(caption) != std::string::npos);
   }
 }
+
+TEST_CASE("figure 11 plays the ring: at step s rank r holds rank (r - s) mod P's shard, slid in from rank r - 1",
+          "[figures]") {
+  const std::string svg = figures::ring_steps_figure();
+  CHECK(svg.find("<desc>Animated") != std::string::npos);
+  const std::size_t P = figures::ring_ranks;
+  // Each cell's first line, rank by rank and step by step: its place in the finished picture (y),
+  // the shard it names, and its animations.
+  const std::regex cell(
+      R"re(<text x="[0-9.]+" y="([0-9.]+)"[^>]*>K/V shard of rank ([0-9]+)\n?((?:<animate [^>]*/>\n)*)</text>)re");
+  const std::regex y_values(R"re(<animate attributeName="y"[^>]*values="([^"]*)")re");
+  std::vector<std::smatch> cells;
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), cell); it != std::sregex_iterator(); ++it) {
+    cells.push_back(*it);
+  }
+  REQUIRE(cells.size() == P * P);
+  for (std::size_t r = 0; r < P; ++r) {
+    for (std::size_t s = 0; s < P; ++s) {
+      INFO("rank " << r << ", step " << s);
+      const std::smatch& c = cells[r * P + s];
+      CHECK(std::stoul(c[2]) == (r + P - s) % P);  // ring.h, line 3
+      const std::string animations = c[3];
+      std::smatch y;
+      const bool moves = std::regex_search(animations, y, y_values);
+      if (s == 0 || P == 1) {
+        CHECK_FALSE(moves);  // step 0: every rank's own shard, nothing travelled
+        continue;
+      }
+      // Line 4: the shard comes from the rank before, whose row it passes through at the step's start.
+      REQUIRE(moves);
+      const double from = std::stod(cells[((r + P - 1) % P) * P + s - 1][1]);
+      const std::vector<double> values = numbers_in(y[1]);
+      CHECK(std::ranges::any_of(values, [&](double v) { return std::abs(v - from) <= 0.06; }));
+    }
+  }
+}

@@ -8,21 +8,31 @@
 //   make_npy value FILE B H N D X    a float32 [B, H, N, D] file of normal(0, 1) values (seed 1)
 //                                    with the first value replaced by X
 //   make_npy fifo FILE               a FIFO (mkfifo): opening it for reading would wait forever
+//   make_npy header FILE TEXT        NumPy's magic and version 1.0, then TEXT as the header (a
+//                                    malformed one, for the refusals), then no data
+//   make_npy inputs DIR B H N D SEED DIR/q.npy, k.npy and v.npy: the Q, K, V [B, H, N, D] that an
+//                                    attention demo draws from --seed SEED (AttentionFlags::load),
+//                                    so that a run from the files can be held to the run from the seed
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 
+#include "common/chapter.h"
 #include "common/npy.h"
 #include "common/random.h"
 
 namespace {
 
 int usage() {
-  std::fputs("usage: make_npy sparse FILE B H N D | value FILE B H N D X | fifo FILE\n", stderr);
+  std::fputs(
+      "usage: make_npy sparse FILE B H N D | value FILE B H N D X | fifo FILE | header FILE TEXT | inputs DIR B H N D "
+      "SEED\n",
+      stderr);
   return 2;
 }
 
@@ -31,8 +41,40 @@ int usage() {
 int main(int argc, char** argv) {
   if (argc < 3) return usage();
   const std::string kind = argv[1], path = argv[2];
+  if (kind == "inputs" && argc == 8) {
+    fa::AttentionFlags flags;
+    flags.batch = std::stoull(argv[3]);
+    flags.heads = std::stoull(argv[4]);
+    flags.seq_len_q = flags.seq_len_k = std::stoull(argv[5]);
+    flags.head_dim = std::stoull(argv[6]);
+    flags.seed = std::stoull(argv[7]);
+    const fa::AttentionFlags::Inputs in = flags.load();
+    std::filesystem::create_directories(path);
+    fa::write_npy_f32(path + "/q.npy", in.Q);
+    fa::write_npy_f32(path + "/k.npy", in.K);
+    fa::write_npy_f32(path + "/v.npy", in.V);
+    return 0;
+  }
   std::remove(path.c_str());
   if (kind == "fifo") return mkfifo(path.c_str(), 0600) == 0 ? 0 : 1;
+  if (kind == "header" && argc == 4) {
+    const std::string header = argv[3];
+    std::FILE* f = std::fopen(path.c_str(), "wb");
+    if (f == nullptr) return 1;
+    const unsigned char lead[] = {0x93,
+                                  'N',
+                                  'U',
+                                  'M',
+                                  'P',
+                                  'Y',
+                                  1,
+                                  0,
+                                  static_cast<unsigned char>(header.size() & 0xff),
+                                  static_cast<unsigned char>(header.size() >> 8)};
+    const bool written = std::fwrite(lead, 1, sizeof lead, f) == sizeof lead &&
+                         std::fwrite(header.data(), 1, header.size(), f) == header.size();
+    return std::fclose(f) == 0 && written ? 0 : 1;
+  }
   if (argc < 7) return usage();
   const fa::Shape4 shape{std::stoull(argv[3]), std::stoull(argv[4]), std::stoull(argv[5]), std::stoull(argv[6])};
   if (kind == "value" && argc == 8) {

@@ -81,12 +81,16 @@ AgainstChapter03 against_chapter_03(const fa::AttentionFlags::Inputs& in, const 
     L_rows.push_back(flash.L[r]);
   }
   const ch03::PlainRows<float> plain = ch03::plain_attention_rows<float>(in.Q, in.K, in.V, options, rows);
-  std::vector<double> allowance(rows.size());
+  const std::vector<double> all_magnitudes =
+      ch05::L_magnitudes(in.Q, in.K, options.scale.value_or(fa::default_scale(shape.head_dim)));
+  std::vector<double> allowance(rows.size()), magnitudes(rows.size());
   for (std::size_t n = 0; n < rows.size(); ++n) {
     const double e = fa::abs_difference(plain.L[n], ref.L[n]);
     allowance[n] = std::isfinite(e) ? 2.0 * e : 0.0;
+    magnitudes[n] = all_magnitudes[rows[n]];
   }
-  return {rows.size(), fa::compare(O_rows, ref.O), ch05::worst_L(L_rows, ref.L, shape.seq_len_k, allowance)};
+  return {rows.size(), fa::compare(O_rows, ref.O),
+          ch05::worst_L(L_rows, ref.L, magnitudes, shape.seq_len_k, allowance)};
 }
 
 }  // namespace
@@ -210,7 +214,9 @@ both also with chapter 03 (float64) on a sample of rows.)"};
       for (std::size_t r = 0; r < L_ref.size(); ++r) {
         L_ref[r] = ch05::logsumexp(std::span<const float>(naive.S).subspan(r * shape.seq_len_k, shape.seq_len_k));
       }
-      const ch05::WorstL L_worst = ch05::worst_L(flash.L, L_ref, shape.seq_len_k);
+      const ch05::WorstL L_worst = ch05::worst_L(
+          flash.L, L_ref, ch05::L_magnitudes(in.Q, in.K, flags.scale.value_or(fa::default_scale(shape.head_dim))),
+          shape.seq_len_k);
       fmt::print("agreement with chapter 04, O: {}\n", fa::describe(err_O));
       fmt::print("  L = m + log(l), the row furthest from chapter 04's: row {}, |L - L_ref| = {:.3g}, bound {:.3g}\n",
                  L_worst.row, L_worst.error, L_worst.bound);

@@ -78,6 +78,7 @@ std::vector<double> L_bounds(const fa::Tensor4<float>& Q, const fa::Tensor4<floa
     for (std::size_t c = 0; c < n; ++c) sum += static_cast<double>(x[c]) * x[c];
     return std::sqrt(sum);
   };
+  const double log_keys = ks.seq_len > 0 ? std::log(static_cast<double>(ks.seq_len)) : 0.0;
   for (std::size_t bh = 0; bh < qs.batch * qs.heads; ++bh) {
     double k_max = 0.0;
     for (std::size_t j = 0; j < ks.seq_len; ++j) {
@@ -87,8 +88,9 @@ std::vector<double> L_bounds(const fa::Tensor4<float>& Q, const fa::Tensor4<floa
       const double L = L_05[bounds.size()];
       const double magnitude =
           std::fabs(scale) * norm(&Q.values[(bh * qs.seq_len + i) * qs.head_dim], qs.head_dim) * k_max;
+      const double L_magnitude = magnitude + log_keys;  // |L| <= M + ln(seq_len_k), from the inputs
       bounds.push_back(std::isinf(L) ? 0.0
-                                     : 2.4e-7 * (std::fabs(L) + static_cast<double>(ks.seq_len) + 1.0) +
+                                     : 2.4e-7 * (L_magnitude + static_cast<double>(ks.seq_len) + 1.0) +
                                            2.4e-7 * static_cast<double>(qs.head_dim) * magnitude);
     }
   }

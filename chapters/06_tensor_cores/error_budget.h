@@ -59,13 +59,16 @@ ErrorBudget error_budget(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& 
 
 // The bound on |L - L_05| for each row of L (L_05: chapter 05's L on the same inputs), in the order
 // of L, [batch, heads, seq_len_q]. Both are float32, L = m + log(l). Chapter 05's tests bound its
-// own error by u (|L| + seq_len_k + 1), u = 2^-24 rounded up to 1.2e-7; this kernel makes the same
-// kind of error (l summed in float, m' ln 2 rounded), hence twice that. On top, the two kernels
-// sum each score's d products in different orders (both exact products: 16-bit inputs), each within
-// d u scale sum_c |q_c k_c| of the exact score, and log-sum-exp moves by no more than its largest
-// input does; sum_c |q_c k_c| <= |q_i| max_j |k_j| (Cauchy-Schwarz). So the bound is
-//   2.4e-7 (|L_05| + seq_len_k + 1) + 2.4e-7 d |scale| |q_i| max_j |k_j|,
-// and 0 where L_05 is infinite (a row that sees no key: both must be -inf).
+// own error by u (|L| + seq_len_k + 1), u = 2^-24 rounded up to 1.2e-7, with |L| bounded from the
+// inputs by M_i + ln(seq_len_k), M_i = |scale| |q_i| max_j |k_j| (ch05::L_magnitudes: every score
+// lies within M_i of 0); this kernel makes the same kind of error (l summed in float, m' ln 2
+// rounded), hence twice that. On top, the two kernels sum each score's d products in different
+// orders (both exact products: 16-bit inputs), each within d u scale sum_c |q_c k_c| of the exact
+// score, and log-sum-exp moves by no more than its largest input does; sum_c |q_c k_c| <= |q_i|
+// max_j |k_j| (Cauchy-Schwarz). So the bound is
+//   2.4e-7 (M_i + ln(seq_len_k) + seq_len_k + 1) + 2.4e-7 d M_i,
+// and 0 where L_05 is infinite (a row that sees no key: both must be -inf). L_05 decides only that:
+// the bound never grows with chapter 05's output.
 std::vector<double> L_bounds(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K, double scale,
                              std::span<const float> L_05);
 

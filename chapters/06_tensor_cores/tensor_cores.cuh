@@ -466,15 +466,17 @@ __global__ void __launch_bounds__(Br / kRowsPerWarp * 32, kMinWarpsPerSM / (Br /
         p_frag[ks][rt][3] = Ops::pack(hi[2], hi[3]);
       }
     }
+    // V_j as B fragments: B = V_j (keys x d), and B's layout wants two consecutive keys of one
+    // column in a register, while V_j's rows in shared memory hold consecutive columns of one key:
+    // ldmatrix .trans transposes each 8 x 8 matrix on the way. Matrices (keys 0-7, d 0-7), (keys
+    // 8-15, d 0-7), (keys 0-7, d 8-15), (keys 8-15, d 8-15): registers 0-1 are b0, b1 of the first 8
+    // columns of d, registers 2-3 of the next 8. Each fragment serves both row tiles. The columns
+    // of d go outside and the keys inside: one address (an XOR) per 16 columns, from which the key
+    // steps are constants, and one pair of acc fragments per row tile at a time.
     CH06_UNROLL
-    for (int ks = 0; ks < kKeySteps; ++ks) {
-      // V_j as B fragments: B = V_j (keys x d), and B's layout wants two consecutive keys of one
-      // column in a register, while V_j's rows in shared memory hold consecutive columns of one
-      // key: ldmatrix .trans transposes each 8 x 8 matrix on the way. Matrices (keys 0-7, d 0-7),
-      // (keys 8-15, d 0-7), (keys 0-7, d 8-15), (keys 8-15, d 8-15): registers 0-1 are b0, b1 of
-      // the first 8 columns of d, registers 2-3 of the next 8. Each fragment serves both row tiles.
+    for (int nd2 = 0; nd2 < kDBlocks / 2; ++nd2) {
       CH06_UNROLL
-      for (int nd2 = 0; nd2 < kDBlocks / 2; ++nd2) {
+      for (int ks = 0; ks < kKeySteps; ++ks) {
         std::uint32_t v_frag[4];
         simt::ldmatrix_x4_trans(v_frag, Vs + columns_right(v_at, nd2) + ks * 16 * HEAD_DIM);
         mma_row_tiles<Ops>(acc, 2 * nd2, p_frag[ks], v_frag);

@@ -10,6 +10,7 @@
 
 #include "chapters/03_online_weighted_sum/attention.h"
 #include "chapters/04_naive_attention/agreement.h"
+#include "chapters/05_flash_attention_2/agreement.h"
 #include "chapters/05_flash_attention_2/flash_attention_2.h"
 #include "chapters/06_tensor_cores/error_budget.h"
 #include "chapters/06_tensor_cores/tensor_cores.h"
@@ -104,9 +105,10 @@ DenseSequence dense_sequence(const fa::Tensor4<float>& Q, const fa::Tensor4<floa
   return {std::move(Q_b), repeat_heads(K, b, q.heads, len), repeat_heads(V, b, q.heads, len)};
 }
 
-double L_bound(double L_ref, std::size_t keys, int splits, double score_term) {
+double L_bound(double L_ref, double L_magnitude, std::size_t keys, int splits, double score_term) {
   if (!std::isfinite(L_ref)) return 0.0;
-  return kLUnitRoundoff * (3.0 * (std::fabs(L_ref) + static_cast<double>(keys) + 1.0) + splits) +
+  if (!std::isfinite(L_magnitude)) return INFINITY;  // checks nothing: check_L fails the row
+  return kLUnitRoundoff * (3.0 * (L_magnitude + static_cast<double>(keys) + 1.0) + splits) +
          2.0 * kLUnitRoundoff * score_term;
 }
 
@@ -168,10 +170,11 @@ Agreement check_against_dense(const fa::Tensor4<float>& Q, const fa::Tensor4<flo
     }
     check.O = fa::compare(O, ref.O.values);
     const std::vector<double> terms = score_terms(dense.Q, dense.K, scale);
+    const std::vector<double> magnitudes = ch05::L_magnitudes(dense.Q, dense.K, scale);
     std::vector<double> bounds(L_per_b);
     for (std::size_t r = 0; r < L_per_b; ++r) {
       const std::size_t keys = fa::causal_visible_keys(r % q.seq_len, q.seq_len, len);
-      bounds[r] = L_bound(ref.L[r], options.causal ? keys : len, splits, terms[r]) + extra_L[r];
+      bounds[r] = L_bound(ref.L[r], magnitudes[r], options.causal ? keys : len, splits, terms[r]) + extra_L[r];
     }
     const bool L_pass = check_L(L, ref.L, bounds, check);
     check.pass = fa::within(check.O, check.O_bound) && L_pass;
@@ -224,15 +227,14 @@ Agreement check_decode_loop(const fa::Tensor4<float>& Q, const fa::Tensor4<float
       fa::compare(ch03::plain_attention_rows<float>(Q_all, K_all, V_all, reference_options, sample).O,
                   ch03::plain_attention_rows<double>(Q_all, K_all, V_all, reference_options, sample).O)
           .rel_l2;
-  const std::vector<double> terms = [&] {
-    std::vector<double> all;
-    for (std::size_t b = 0; b < q.batch; ++b) {
-      const DenseSequence one{dense_sequence(Q_all, K_all, V_all, b, n)};
-      const std::vector<double> t = score_terms(one.Q, one.K, scale);
-      all.insert(all.end(), t.begin(), t.end());
-    }
-    return all;
-  }();
+  std::vector<double> terms, magnitudes;
+  for (std::size_t b = 0; b < q.batch; ++b) {
+    const DenseSequence one{dense_sequence(Q_all, K_all, V_all, b, n)};
+    const std::vector<double> t = score_terms(one.Q, one.K, scale);
+    const std::vector<double> m = ch05::L_magnitudes(one.Q, one.K, scale);
+    terms.insert(terms.end(), t.begin(), t.end());
+    magnitudes.insert(magnitudes.end(), m.begin(), m.end());
+  }
 
   Agreement agreement{"ch05 causal", {}};
   const std::size_t d = q.head_dim;
@@ -246,7 +248,7 @@ Agreement check_decode_loop(const fa::Tensor4<float>& Q, const fa::Tensor4<float
         O_ref.insert(O_ref.end(), ref.O.values.begin() + row * d, ref.O.values.begin() + (row + 1) * d);
         L.push_back(decoded.L[out]);
         L_ref.push_back(ref.L[row]);
-        bounds.push_back(L_bound(ref.L[row], n - steps + t + 1, splits, terms[row]));
+        bounds.push_back(L_bound(ref.L[row], magnitudes[row], n - steps + t + 1, splits, terms[row]));
       }
     }
     SequenceCheck check{b, n};

@@ -15,8 +15,10 @@
 //      bf16, fp16: ch06::error_budget: chapter 06 rounds P and O to the element type, this kernel
 //               keeps them float32, so the distance between them is chapter 06's own error, which
 //               its budget bounds.
-//   L  per row, |L - L_ref| <= u (3 (|L_ref| + n + 1) + splits) + 2 u d |scale| |q| max_j |k_j|
-//      with n the keys the row sees and u = 1.2e-7 (float32's unit roundoff, rounded up). Both are
+//   L  per row, |L - L_ref| <= u (3 (|L|max + n + 1) + splits) + 2 u d |scale| |q| max_j |k_j|
+//      with n the keys the row sees, u = 1.2e-7 (float32's unit roundoff, rounded up) and |L|max
+//      = |scale| |q| max_j |k_j| + ln(keys) the bound on |L| from the inputs alone
+//      (ch05::L_magnitudes), never from the reference's output. Both are
 //      float32 m + log(l): chapter 05's L is within u (|L| + n + 1) of the exact value (its own
 //      bound); each partial of this kernel is within that of its chunk's, the merge moves L by no
 //      more than its partials' largest error and adds its own rounding of m + log(l), l <= splits;
@@ -55,10 +57,12 @@ struct DenseSequence {
 DenseSequence dense_sequence(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K, const fa::Tensor4<float>& V,
                              std::size_t b, std::size_t len);
 
-// The L bound of one row (see above): L_ref the reference's L of the row, `keys` the keys it sees,
-// `splits` the partials merged, `score_term` = d |scale| |q| max_j |k_j| for the row. 0 when L_ref
-// is not finite (both must then be equal). Never throws.
-double L_bound(double L_ref, std::size_t keys, int splits, double score_term);
+// The L bound of one row (see above): L_ref the reference's L of the row (it decides only whether
+// the row must match exactly), L_magnitude the row's bound on |L| from ch05::L_magnitudes, `keys`
+// the keys it sees, `splits` the partials merged, `score_term` = d |scale| |q| max_j |k_j| for the
+// row. 0 when L_ref is not finite (both must then be equal); infinite (a failed row) when
+// L_magnitude is. Never throws.
+double L_bound(double L_ref, double L_magnitude, std::size_t keys, int splits, double score_term);
 
 // One sequence's comparison.
 struct SequenceCheck {

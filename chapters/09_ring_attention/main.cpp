@@ -15,20 +15,25 @@
 // rank sent beside the model, (P - 1) K/V shards; and per step, compute beside the time the rank
 // waited for the transfer.
 //
-// Every rank parses the flags and makes the same checks, draws the same inputs from --seed (or
-// reads the same --q/--k/--v files), and keeps only its shard's rows. A refusal is printed by rank 0
-// only; any error during the work ends every rank at once (MPI_Abort) with the one line of the rank
-// that failed, never a hang.
+// Every rank parses the flags. Rank 0 alone opens the --q/--k/--v files and checks them (headers,
+// shapes, dtypes, sizes) with the rest of the problem before any work, and tells every rank its
+// verdict and the shape in one MPI_Bcast; a refusal is printed by rank 0 only, and every rank exits
+// with it. Rank 0 then draws the inputs from --seed (or reads the files) and scatters each rank its
+// rows (MPI_Scatterv). Any error during the work ends every rank at once (MPI_Abort) with the one
+// line of the rank that failed, never a hang.
 #include <mpi.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <climits>
 #include <cmath>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -37,6 +42,7 @@
 
 #include "chapters/03_online_weighted_sum/attention.h"
 #include "chapters/04_naive_attention/agreement.h"
+#include "chapters/05_flash_attention_2/agreement.h"
 #include "chapters/05_flash_attention_2/flash_attention_2.h"
 #include "chapters/06_tensor_cores/error_budget.h"
 #include "chapters/06_tensor_cores/tensor_cores.h"
@@ -74,6 +80,29 @@ bool every_rank_ready(bool ready) {
   return all == 1;
 }
 
+// The checks of the problem, made by rank 0 alone (it alone opens the input files): `check` returns
+// the shape [batch, heads, seq_len, head_dim] or throws to refuse. Its verdict and the shape reach
+// every rank in one MPI_Bcast, which every rank joins before any other check can refuse, so that a
+// refusal of rank 0 (a malformed file, a wrong shape) ends every rank at once: rank 0 rethrows its
+// own, which it prints; the others throw one that the front door does not print (only rank 0 does).
+fa::Shape4 rank_0_checks(const Mpi& mpi, const std::function<fa::Shape4()>& check) {
+  std::array<std::uint64_t, 5> verdict{};  // refused (0 or 1), batch, heads, seq_len, head_dim
+  std::exception_ptr refusal;
+  if (mpi.rank == 0) {
+    try {
+      const fa::Shape4 s = check();
+      verdict = {0, s.batch, s.heads, s.seq_len, s.head_dim};
+    } catch (const std::exception&) {
+      refusal = std::current_exception();
+      verdict[0] = 1;
+    }
+  }
+  MPI_Bcast(verdict.data(), static_cast<int>(verdict.size()), MPI_UINT64_T, 0, MPI_COMM_WORLD);
+  if (refusal) std::rethrow_exception(refusal);
+  if (verdict[0] != 0) throw std::runtime_error("rank 0 refused the problem");
+  return {verdict[1], verdict[2], verdict[3], verdict[4]};
+}
+
 // An error during the ring, on any rank: its one line, then every rank ends (mpirun exits non-zero).
 [[noreturn]] void abort_ring(const std::exception& e) {
   std::fflush(stdout);
@@ -101,6 +130,47 @@ ch09::KVShard unpack(const std::vector<float>& wire, std::size_t owner, std::vec
           fa::Tensor4<float>(s, std::vector<float>(wire.begin() + half, wire.end()))};
 }
 
+// Every rank's count of values and its offset in a buffer that lays the shards end to end in rank
+// order, for a tensor of `per_row` values a row (head_dim for Q, K, V and O; 1 for L): the counts
+// and displacements of MPI_Scatterv and MPI_Gatherv. Rank 0 checked that the whole fits in int.
+struct ShardCounts {
+  std::vector<int> counts, offsets;
+};
+
+ShardCounts shard_counts(const fa::Shape4& full, std::size_t P, ch09::Layout layout, std::size_t per_row) {
+  ShardCounts c{std::vector<int>(P), std::vector<int>(P)};
+  for (std::size_t r = 0, offset = 0; r < P; ++r) {
+    const std::size_t n =
+        full.batch * full.heads * ch09::shard_rows(ch09::chunks_of_rank(full.seq_len, P, r, layout)) * per_row;
+    c.counts[r] = static_cast<int>(n);
+    c.offsets[r] = static_cast<int>(offset);
+    offset += n;
+  }
+  return c;
+}
+
+// Rank 0 sends every rank its rows of x [batch, heads, seq_len, head_dim] (chunks_of_rank), in one
+// MPI_Scatterv; x is read on rank 0 only. Returns this rank's shard [batch, heads, shard rows,
+// head_dim].
+fa::Tensor4<float> scatter_rows(const fa::Tensor4<float>& x, const fa::Shape4& full, const Mpi& mpi,
+                                ch09::Layout layout) {
+  const auto P = static_cast<std::size_t>(mpi.ranks), rank = static_cast<std::size_t>(mpi.rank);
+  const ShardCounts c = shard_counts(full, P, layout, full.head_dim);
+  std::vector<float> sending;  // rank 0: every rank's rows, end to end
+  if (mpi.rank == 0) {
+    sending.reserve(full.size());
+    for (std::size_t r = 0; r < P; ++r) {
+      const fa::Tensor4<float> shard = ch09::take_rows(x, ch09::chunks_of_rank(full.seq_len, P, r, layout));
+      sending.insert(sending.end(), shard.values.begin(), shard.values.end());
+    }
+  }
+  const std::vector<ch09::Chunk> mine = ch09::chunks_of_rank(full.seq_len, P, rank, layout);
+  fa::Tensor4<float> shard(fa::Shape4{full.batch, full.heads, ch09::shard_rows(mine), full.head_dim});
+  MPI_Scatterv(sending.data(), c.counts.data(), c.offsets.data(), MPI_FLOAT, shard.values.data(), c.counts[rank],
+               MPI_FLOAT, 0, MPI_COMM_WORLD);
+  return shard;
+}
+
 // What one rank measured.
 struct RankTimes {
   std::vector<double> compute_ms;  // [step]: the kernels and the merges of that step
@@ -118,22 +188,22 @@ struct RankResult {
 
 // The ring of ring.h, lines 1-7, with MPI moving the shards: at step s this rank holds the K/V
 // shard of rank (rank - s) mod P, sends it to rank + 1 and receives the next from rank - 1, both
-// started before the step's compute so that the transfer runs beside it.
-RankResult run_ring(const fa::AttentionFlags::Inputs& in, const Mpi& mpi, ch09::Layout layout,
-                    const ch09::Options& options, fa::Device device) {
+// started before the step's compute so that the transfer runs beside it. Q, K, V: this rank's
+// shards (scatter_rows) of the whole problem's `full` shape.
+RankResult run_ring(fa::Tensor4<float> Q, fa::Tensor4<float> K, fa::Tensor4<float> V, const fa::Shape4& full,
+                    const Mpi& mpi, ch09::Layout layout, const ch09::Options& options, fa::Device device) {
   const auto P = static_cast<std::size_t>(mpi.ranks), rank = static_cast<std::size_t>(mpi.rank);
-  const fa::Shape4& full = in.Q.shape;
   const int next = (mpi.rank + 1) % mpi.ranks, previous = (mpi.rank + mpi.ranks - 1) % mpi.ranks;
   const std::vector<ch09::Chunk> mine = ch09::chunks_of_rank(full.seq_len, P, rank, layout);
-  ch09::RankState state(ch09::take_rows(in.Q, mine), mine, options, device);  // line 1
-  ch09::KVShard held = ch09::kv_shard(in.K, in.V, P, rank, layout);
+  ch09::RankState state(std::move(Q), mine, options, device);  // line 1
+  ch09::KVShard held{rank, mine, std::move(K), std::move(V)};
   std::vector<float> sending = pack(held), arriving;
   RankTimes times;
 
   // The transfer alone, for the table: this shard to the next rank, the previous rank's from it.
   if (P > 1) {
-    arriving.resize(
-        wire_floats(full, ch09::shard_rows(ch09::chunks_of_rank(full.seq_len, P, (rank + P - 1) % P, layout))));
+    arriving.resize(wire_floats(
+        full, ch09::shard_rows(ch09::chunks_of_rank(full.seq_len, P, ch09::owner_at_step(rank, 1, P), layout))));
     MPI_Barrier(MPI_COMM_WORLD);
     const Clock::time_point start = Clock::now();
     MPI_Sendrecv(sending.data(), static_cast<int>(sending.size()), MPI_FLOAT, next, 0, arriving.data(),
@@ -145,7 +215,7 @@ RankResult run_ring(const fa::AttentionFlags::Inputs& in, const Mpi& mpi, ch09::
   for (std::size_t step = 0; step < P; ++step) {  // line 2
     // Line 4, started first: the shard this rank holds goes on, the one it holds next comes in.
     std::vector<MPI_Request> requests;
-    const std::size_t arriving_owner = (rank + 2 * P - step - 1) % P;
+    const std::size_t arriving_owner = ch09::owner_at_step(rank, step + 1, P);
     std::vector<ch09::Chunk> arriving_chunks;
     if (step + 1 < P) {
       arriving_chunks = ch09::chunks_of_rank(full.seq_len, P, arriving_owner, layout);
@@ -190,30 +260,21 @@ Gathered gather(const RankResult& mine, const Mpi& mpi, const fa::Shape4& full, 
   MPI_Gather(row.data(), static_cast<int>(row.size()), MPI_DOUBLE, rows.data(), static_cast<int>(row.size()),
              MPI_DOUBLE, 0, MPI_COMM_WORLD);
   // O and L, each rank's shard rows.
-  const std::size_t per_row = full.head_dim, heads = full.batch * full.heads;
-  std::vector<int> O_counts(P), L_counts(P), O_offsets(P), L_offsets(P);
-  for (std::size_t r = 0, O_offset = 0, L_offset = 0; r < P; ++r) {
-    const std::size_t n = ch09::shard_rows(ch09::chunks_of_rank(full.seq_len, P, r, layout));
-    O_counts[r] = static_cast<int>(heads * n * per_row);
-    L_counts[r] = static_cast<int>(heads * n);
-    O_offsets[r] = static_cast<int>(O_offset);
-    L_offsets[r] = static_cast<int>(L_offset);
-    O_offset += heads * n * per_row;
-    L_offset += heads * n;
-  }
+  const std::size_t heads = full.batch * full.heads;
+  const ShardCounts O_c = shard_counts(full, P, layout, full.head_dim), L_c = shard_counts(full, P, layout, 1);
   std::vector<float> O_all(mpi.rank == 0 ? full.size() : 0), L_all(mpi.rank == 0 ? heads * full.seq_len : 0);
-  MPI_Gatherv(mine.O.values.data(), static_cast<int>(mine.O.values.size()), MPI_FLOAT, O_all.data(), O_counts.data(),
-              O_offsets.data(), MPI_FLOAT, 0, MPI_COMM_WORLD);
-  MPI_Gatherv(mine.L.data(), static_cast<int>(mine.L.size()), MPI_FLOAT, L_all.data(), L_counts.data(),
-              L_offsets.data(), MPI_FLOAT, 0, MPI_COMM_WORLD);
+  MPI_Gatherv(mine.O.values.data(), static_cast<int>(mine.O.values.size()), MPI_FLOAT, O_all.data(), O_c.counts.data(),
+              O_c.offsets.data(), MPI_FLOAT, 0, MPI_COMM_WORLD);
+  MPI_Gatherv(mine.L.data(), static_cast<int>(mine.L.size()), MPI_FLOAT, L_all.data(), L_c.counts.data(),
+              L_c.offsets.data(), MPI_FLOAT, 0, MPI_COMM_WORLD);
   Gathered g{fa::Tensor4<float>(full), std::vector<float>(heads * full.seq_len), {}};
   if (mpi.rank != 0) return g;
   for (std::size_t r = 0; r < P; ++r) {
     const std::vector<ch09::Chunk> chunks = ch09::chunks_of_rank(full.seq_len, P, r, layout);
     const fa::Shape4 s{full.batch, full.heads, ch09::shard_rows(chunks), full.head_dim};
-    const auto O_begin = O_all.begin() + O_offsets[r], L_begin = L_all.begin() + L_offsets[r];
-    ch09::put_rows(g.O, fa::Tensor4<float>(s, std::vector<float>(O_begin, O_begin + O_counts[r])), chunks);
-    ch09::put_rows(g.L, full.seq_len, std::vector<float>(L_begin, L_begin + L_counts[r]), chunks);
+    const auto O_begin = O_all.begin() + O_c.offsets[r], L_begin = L_all.begin() + L_c.offsets[r];
+    ch09::put_rows(g.O, fa::Tensor4<float>(s, std::vector<float>(O_begin, O_begin + O_c.counts[r])), chunks);
+    ch09::put_rows(g.L, full.seq_len, std::vector<float>(L_begin, L_begin + L_c.counts[r]), chunks);
     const auto first = rows.begin() + static_cast<std::ptrdiff_t>(r * row.size());
     RankTimes t;
     t.compute_ms.assign(first, first + static_cast<std::ptrdiff_t>(P));
@@ -286,10 +347,10 @@ void print_ring(const Gathered& g, const fa::Shape4& full, ch09::Layout layout, 
 //      evaluations, each within about that of the exact result. bf16, fp16: chapter 06's error
 //      budget, the bound of chapter 06's kernel against chapter 05; the ring's partials are chapter
 //      06's, each O_i rounded to the element type, and the merge is a weighted mean of them.
-//   L  per row, chapter 08's bound for a merge of partials (ch08::L_bound: 3u (|L| + n + 1) +
-//      u partials) with no score term: the ring runs chapter 05's kernel too, whose scores do not
-//      depend on the tile a key falls in; for bf16 and fp16, plus chapter 06's own L bound against
-//      chapter 05 (ch06::L_bounds), which holds the difference in the scores.
+//   L  per row, chapter 08's bound for a merge of partials (ch08::L_bound: 3u (|L|max + n + 1) +
+//      u partials, |L|max from the inputs: ch05::L_magnitudes) with no score term: the ring runs chapter 05's kernel
+//      too, whose scores do not depend on the tile a key falls in; for bf16 and fp16, plus chapter 06's own L bound
+//      against chapter 05 (ch06::L_bounds), which holds the difference in the scores.
 fa::Check check_against_chapter_05(const Gathered& g, const fa::AttentionFlags::Inputs& in,
                                    const ch09::Options& options, std::size_t P, ch09::Layout layout,
                                    fa::Device device) {
@@ -304,6 +365,7 @@ fa::Check check_against_chapter_05(const Gathered& g, const fa::AttentionFlags::
   const double O_bound = wide ? ch04::agreement_bound(Q, K, V, {.scale = options.scale, .causal = options.causal}).bound
                               : ch06::error_budget(Q, K, V, scale, options.causal, element).bound;
   const std::vector<double> low_precision_L = wide ? std::vector<double>() : ch06::L_bounds(Q, K, scale, reference.L);
+  const std::vector<double> magnitudes = ch05::L_magnitudes(Q, K, scale);
   const int partials = layout == ch09::Layout::zigzag ? static_cast<int>(2 * P) : static_cast<int>(P);
   double L_error = 0, L_bound = 0, worst_ratio = -1;
   bool L_pass = true;
@@ -311,7 +373,8 @@ fa::Check check_against_chapter_05(const Gathered& g, const fa::AttentionFlags::
     const auto i = static_cast<int>(row % shape.seq_len_q);
     const auto keys = static_cast<std::size_t>(
         fa::visible_keys(i, static_cast<int>(shape.seq_len_q), static_cast<int>(shape.seq_len_k), options.causal));
-    const double bound = ch08::L_bound(reference.L[row], keys, partials, 0.0) + (wide ? 0.0 : low_precision_L[row]);
+    const double bound =
+        ch08::L_bound(reference.L[row], magnitudes[row], keys, partials, 0.0) + (wide ? 0.0 : low_precision_L[row]);
     const double error = fa::abs_difference(g.L[row], reference.L[row]);
     L_pass = L_pass && fa::within(error, bound);
     const double ratio = error == 0.0 ? 0.0 : bound > 0.0 ? error / bound : INFINITY;
@@ -392,6 +455,7 @@ int main(int argc, char** argv) {
   ch09::Options options;
   ch09::Layout layout = ch09::Layout::contiguous;
   fa::Device device{};
+  fa::Shape4 full;  // the whole problem's [batch, heads, seq_len, head_dim], as rank 0 checked it
   const auto P = static_cast<std::size_t>(mpi.ranks);
 
   const auto before_work = [&](fa::Plan& plan) -> std::optional<fa::Banner> {
@@ -404,33 +468,51 @@ the model in cluster_model.h: the transfer hides behind the compute once each GP
     layout = ch09::parse_layout(layout_text);
     options = {flags.scale, flags.causal, ch08::parse_cache_type(dtype_text)};
     flags.accept_f16_files = options.element == ch08::CacheType::fp16;
-    device = flags.chosen_device();
-    const fa::AttentionShape shape = flags.plan(plan);
-    ch09::check_problem(shape, P, options);
-    // MPI counts floats in int: the whole O that rank 0 gathers must stay within it.
-    const std::uint64_t values =
-        fa::saturating_mul(shape.batch * shape.heads, fa::saturating_mul(shape.seq_len_q, shape.head_dim));
-    if (values > static_cast<std::uint64_t>(INT_MAX)) {
-      throw std::invalid_argument(
-          fmt::format("Q has {} values; MPI's counts (int) take at most {}: give a smaller "
-                      "problem",
-                      values, INT_MAX));
+    // Rank 0: every check of the inputs (the files' headers, shapes, dtypes and sizes, or the size
+    // flags) and of the problem, before any work; every rank learns the verdict.
+    full = rank_0_checks(mpi, [&] {
+      device = flags.chosen_device();
+      const fa::AttentionShape shape = flags.plan(plan);  // Q, K, V whole: rank 0 draws or reads them
+      ch09::check_problem(shape, P, options);
+      // MPI counts floats in int: the whole O that rank 0 gathers must stay within it.
+      const std::uint64_t values =
+          fa::saturating_mul(shape.batch * shape.heads, fa::saturating_mul(shape.seq_len_q, shape.head_dim));
+      if (values > static_cast<std::uint64_t>(INT_MAX)) {
+        throw std::invalid_argument(fmt::format(
+            "Q has {} values; MPI's counts (int) take at most {}: give a smaller problem", values, INT_MAX));
+      }
+      plan.memory.add(
+          "rank 0: one input laid out by rank for the scatter, the gathered O and chapter 05's "
+          "reference",
+          fa::saturating_add(fa::saturating_mul(sizeof(float), values),
+                             fa::saturating_mul(3, ch05::memory_needed(shape))));
+      return fa::Shape4{shape.batch, shape.heads, shape.seq_len_q, shape.head_dim};
+    });
+    if (mpi.rank != 0) {
+      // The other ranks' own checks: the device, and on the CPU simt's variables (AttentionFlags::plan
+      // for inputs of that shape drawn from the seed: it opens no file). They hold shards only, so
+      // its memory for the whole Q, K, V is not theirs.
+      device = flags.chosen_device();
+      fa::AttentionFlags shaped = flags;
+      shaped.q_path = shaped.k_path = shaped.v_path = "";
+      shaped.batch = full.batch;
+      shaped.heads = full.heads;
+      shaped.seq_len_q = shaped.seq_len_k = full.seq_len;
+      shaped.head_dim = full.head_dim;
+      fa::Plan scratch;
+      (void)shaped.plan(scratch);
     }
-    const std::uint64_t shard =
-        fa::saturating_mul(sizeof(float), values / P + shape.batch * shape.heads * shape.head_dim);
-    plan.memory.add("this rank's shards: Q, two K/V shards on the wire and one held, O", fa::saturating_mul(8, shard));
-    if (mpi.rank == 0) {
-      plan.memory.add("rank 0: the gathered O and chapter 05's reference",
-                      fa::saturating_mul(3, ch05::memory_needed(shape)));
-    }
-    return fa::Banner{
-        fmt::format("ring attention, {} rank{}, {} layout{}", P, P == 1 ? "" : "s", ch09::to_string(layout),
-                    flags.causal ? ", causal" : ""),
-        R"(Each rank holds a shard of the sequence's rows of Q, K and V. At each of P steps it computes its
-queries against the K/V shard it holds (chapter 05's kernel, chapter 06's for bf16/fp16), which
-returns a partial (O_i, L_i), folds it into its running (O, L) with chapter 08's merge, and passes
-the shard to the next rank; the send and the receive start before the compute. Rank 0 gathers O
-and L and compares them with chapter 05 run in one process on the same inputs.)"};
+    const std::uint64_t shard = fa::saturating_mul(
+        sizeof(float), full.size() / P + full.batch * full.heads * 2 * full.head_dim);  // (a row longer, twice)
+    plan.memory.add("this rank's shards: Q, K and V, two K/V shards on the wire, O", fa::saturating_mul(8, shard));
+    return fa::Banner{fmt::format("ring attention, {} rank{}, {} layout{}", P, P == 1 ? "" : "s",
+                                  ch09::to_string(layout), flags.causal ? ", causal" : ""),
+                      R"(Rank 0 draws (or reads) Q, K and V and scatters each rank its shard of the sequence's rows. At
+each of P steps a rank computes its queries against the K/V shard it holds (chapter 05's kernel,
+chapter 06's for bf16/fp16), which returns a partial (O_i, L_i), folds it into its running (O, L)
+with chapter 08's merge, and passes the shard to the next rank; the send and the receive start
+before the compute. Rank 0 gathers O and L and compares them with chapter 05 run in one process on
+the same inputs.)"};
   };
 
   bool entered = false;
@@ -446,19 +528,28 @@ and L and compares them with chapter 05 run in one process on the same inputs.)"
       if (mpi.rank == 0) print_cluster_model(static_cast<double>(tflops));
       return std::nullopt;
     }
-    fa::AttentionFlags::Inputs in;
+    fa::AttentionFlags::Inputs in;  // rank 0: the whole Q, K, V, to scatter and to check against
     RankResult mine;
     try {
-      in = flags.load();
-      mine = run_ring(in, mpi, layout, options, device);
+      if (mpi.rank == 0) {
+        in = flags.load();
+        if (in.Q.shape != full || in.K.shape != full || in.V.shape != full) {
+          throw std::runtime_error(fmt::format("{}: the files changed since they were checked (Q {}, K {}, V {})",
+                                               in.origin, in.Q.shape.str(), in.K.shape.str(), in.V.shape.str()));
+        }
+      }
+      fa::Tensor4<float> Q = scatter_rows(in.Q, full, mpi, layout);
+      fa::Tensor4<float> K = scatter_rows(in.K, full, mpi, layout);
+      fa::Tensor4<float> V = scatter_rows(in.V, full, mpi, layout);
+      mine = run_ring(std::move(Q), std::move(K), std::move(V), full, mpi, layout, options, device);
     } catch (const std::exception& e) {
       abort_ring(e);
     }
-    Gathered all = gather(mine, mpi, in.Q.shape, layout);
+    Gathered all = gather(mine, mpi, full, layout);
     if (mpi.rank != 0) return std::nullopt;
-    fmt::print("Q, K and V {}{}; inputs: {}; {}; device: {}\n\n", in.Q.shape.str(), flags.causal ? ", causal" : "",
-               in.origin, ch08::to_string(options.element), fa::to_string(device));
-    print_ring(all, in.Q.shape, layout, flags.causal);
+    fmt::print("Q, K and V {}{}; inputs: {} (rank 0 scattered each rank its rows); {}; device: {}\n\n", full.str(),
+               flags.causal ? ", causal" : "", in.origin, ch08::to_string(options.element), fa::to_string(device));
+    print_ring(all, full, layout, flags.causal);
     fa::Check check = check_against_chapter_05(all, in, options, P, layout, device);
     out.write(std::move(all.O));
     return check;

@@ -35,7 +35,8 @@ std::vector<Chunk> in_shard(const std::vector<Chunk>& chunks) {
 void check_problem(const fa::AttentionShape& shape, std::size_t ranks, const Options& options) {
   if (shape.seq_len_q != shape.seq_len_k) {
     throw std::invalid_argument(fmt::format(
-        "ring attention here is self-attention: Q has {} rows and K, V have {}; give --seq-q equal to --seq-k",
+        "ring attention here is self-attention: Q has {} rows and K, V have {}; give --seq-q equal to --seq-k "
+        "(or --seq), or files whose seq_len agree",
         shape.seq_len_q, shape.seq_len_k));
   }
   if (std::ranges::find(kHeadDims, static_cast<int>(shape.head_dim)) == kHeadDims.end() || shape.head_dim > 128) {
@@ -141,7 +142,7 @@ RingRun ring_in_one_process(const fa::Tensor4<float>& Q, const fa::Tensor4<float
     shards.push_back(kv_shard(K, V, ranks, r, layout));
   }
   for (std::size_t step = 0; step < ranks; ++step) {
-    for (std::size_t r = 0; r < ranks; ++r) (void)states[r].fold(shards[(r + ranks - step) % ranks]);
+    for (std::size_t r = 0; r < ranks; ++r) (void)states[r].fold(shards[owner_at_step(r, step, ranks)]);
   }
   RingRun run{fa::Tensor4<float>(Q.shape), std::vector<float>(Q.shape.batch * Q.shape.heads * seq_len)};
   for (std::size_t r = 0; r < ranks; ++r) {

@@ -57,6 +57,13 @@ std::vector<Chunk> chunks_of_rank(std::size_t seq_len, std::size_t ranks, std::s
   return {chunk(seq_len, 2 * ranks, rank), chunk(seq_len, 2 * ranks, 2 * ranks - 1 - rank)};
 }
 
+std::size_t owner_at_step(std::size_t rank, std::size_t step, std::size_t ranks) {
+  if (ranks == 0 || rank >= ranks) {
+    throw std::invalid_argument(fmt::format("owner_at_step: rank {} of {}: give 0 <= rank < ranks", rank, ranks));
+  }
+  return (rank + ranks - step % ranks) % ranks;
+}
+
 std::size_t shard_rows(const std::vector<Chunk>& chunks) {
   std::size_t rows = 0;
   for (const Chunk& c : chunks) rows += c.size();

@@ -44,6 +44,12 @@ struct Chunk {
 // rank out of range or ranks 0.
 std::vector<Chunk> chunks_of_rank(std::size_t seq_len, std::size_t ranks, std::size_t rank, Layout layout);
 
+// The rank whose K/V shard `rank` holds at `step` of the ring (ring.h, line 3): (rank - step) mod
+// ranks, its own at step 0; each step every shard moves one rank on, from rank r to rank r + 1.
+// step may be any number >= 0 (step ranks is step 0 again). Throws std::invalid_argument for a rank
+// out of range or ranks 0.
+std::size_t owner_at_step(std::size_t rank, std::size_t step, std::size_t ranks);
+
 // The rows of a shard: the sum of its chunks' sizes. Never throws.
 std::size_t shard_rows(const std::vector<Chunk>& chunks);
 
