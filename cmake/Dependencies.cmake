@@ -41,7 +41,7 @@ fa_require(Catch2    catch2           https://github.com/catchorg/Catch2.git    
 fa_require(benchmark libbenchmark-dev https://github.com/google/benchmark.git        v1.8.3)
 
 # Google Highway: portable SIMD, and the vectorised exp of its contrib math, for chapter 02's
-# benchmark of the safe against the online softmax (chapters/02_online_softmax/softmax_simd.cpp).
+# benchmark of the safe against the online softmax (chapters/02_online_softmax/lab/softmax_simd.cpp).
 set(HWY_ENABLE_TESTS OFF CACHE BOOL "" FORCE)     # for a fetched Highway
 set(HWY_ENABLE_EXAMPLES OFF CACHE BOOL "" FORCE)
 set(HWY_ENABLE_INSTALL OFF CACHE BOOL "" FORCE)

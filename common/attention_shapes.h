@@ -53,6 +53,14 @@ inline AttentionCounts attention_counts(const AttentionShape& s) {
 // The number of query rows of the problem, batch * heads * seq_len_q: the rows of O and of L.
 inline std::size_t attention_rows(const AttentionShape& s) { return s.batch * s.heads * s.seq_len_q; }
 
+// The floating-point operations of a forward pass without a mask: the two matrix products S = Q K^T
+// and O = P V, 2 seq_len_q seq_len_k head_dim each per head (FlashAttention-2's count, section 4.1).
+// For the estimate of a run's time (fa::announce_long_run). Never throws.
+inline double forward_flops(const AttentionShape& s) {
+  return 4.0 * static_cast<double>(s.batch * s.heads) * static_cast<double>(s.seq_len_q) *
+         static_cast<double>(s.seq_len_k) * static_cast<double>(s.head_dim);
+}
+
 // At most `most` flat row indices spread evenly over [0, rows), first and last included; all of
 // them when rows <= most. Used where a check evaluates a reference on some rows only. Never throws.
 inline std::vector<std::size_t> sample_rows(std::size_t rows, std::size_t most) {

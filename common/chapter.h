@@ -1,36 +1,24 @@
-// What every chapter stands on, written once, in two parts. A reader of a chapter opens its main.cpp,
-// its host header, its .cuh (for a CUDA chapter) and this file.
+// What every chapter stands on, written once, in two parts.
 //
 // Part 1, a CUDA chapter's kernel (every compiler: a chapter's .cuh, which nvcc compiles too,
 // reaches it through its host header, so this part holds nothing nvcc cannot compile, no fmt:
 // its messages are made in chapter.cpp):
 //   Tile, KernelShape, every()        a kernel's compiled instances: head dim and Br x Bc tile
 //   DeviceProblem, device_problem()   one attention problem as the kernel sees it, checked
+//   compiled_index()                  which compiled instance runs the problem
 //   visible_keys()                    the causal mask's rule, in every kernel
-//   dispatch<kCompiled>(problem, f)   calls f.template operator()<shape>() for the problem's shape
-//   KernelRun, run_forward()          O, L and the wall time of a forward kernel, on host data
-//   run_on(device, cpu, gpu)          the CPU build of the kernels (common/simt) or the GPU build
+//   KernelRun                         O, L and the wall time of a forward kernel, on host data
+//   Builds, build_for()               the build of a chapter's kernels that runs: CPU, profiled, GPU
 //
-// Part 2, a chapter's program (the host compiler only): the front door every demo passes through.
-//   Program                           parse; check everything (Plan); banner; work; outputs; verdict
+// Part 2, a chapter's program (the host compiler only): the front door, functions main() calls.
+//   Program                           parse; check (with a Plan); start (the Banner); finish
 //   Plan, Banner, Output              what the checks collect, what the demo is about, a file to write
 //   Check, error_field(), within()    the verdict line, and the rule that a bound must be finite
 //   cli::add_integer() ...            flags that refuse a bad value with one line
 //   AttentionFlags                    the inputs of the attention demos (chapters 04 and later)
 //
-// One run, from a demo's main() to the kernel and back (chapter 05; the other chapters are the same
-// with their own names):
-//   main.cpp                  program.run(argc, argv, plan, work): the flags, then plan() checks
-//                             every flag, shape, limit, file and the memory the run needs, then
-//                             the banner, then work() calls ch05::flash_attention_2(Q, K, V, ...)
-//   flash_attention_2.h       check_problem -> fa::device_problem: refuses what is not compiled
-//                             fa::run_on(device, ...) -> cpu:: or gpu::run_flash_attention_2
-//   flash_attention_2.cuh     run_flash_attention_2 -> fa::run_forward: Q, K, V to the device, O
-//                             and L filled with NaN, then launch_flash_attention_2 ->
-//                             fa::dispatch<kCompiled>: the kernel instance for head_dim and tile,
-//                             launched by simt::launch; O, L and the time come back as a KernelRun
-//   main.cpp                  compares O and L with chapter 04 and returns the Check; the front
-//                             door writes --out and prints the verdict
+// Nothing here calls back into a chapter: a chapter calls what it needs, and the road from main()
+// to a kernel runs through the chapter's own files (docs/conventions.md, "One run").
 #pragma once
 
 #include <array>
@@ -49,6 +37,7 @@
 
 #include "common/attention_shapes.h"
 #include "common/device.h"
+#include "common/simt/profiled_copy.h"
 #include "common/tensor.h"
 
 namespace fa {
@@ -115,21 +104,17 @@ std::string tile_list(std::span<const KernelShape> compiled, int head_dim = 0);
 // starting with "--tile TEXT:" and naming the tiles that are compiled (chapter.cpp).
 Tile parse_tile(std::string_view text, std::span<const KernelShape> compiled);
 
-// Calls launch.template operator()<shape>() for the shape of `compiled` whose head dim and tile are
-// the problem's: the one place where a run-time problem meets a compile-time kernel instance.
-//   fa::dispatch<kCompiled>(problem, [&]<fa::KernelShape k>() {
-//     simt::launch<kernel<k.head_dim, k.tile.Br, k.tile.Bc>>(...);
-//   });
+// The place of the problem's head dim and tile in `compiled`: the one place where a run-time problem
+// meets a compile-time kernel instance. A chapter's .cuh keeps one launch per compiled shape, in
+// kCompiled's order, and calls the one at this place:
+//   kInstances[fa::compiled_index(problem, kCompiled)](Q, K, V, O, L, problem, mode);
 // Throws std::invalid_argument when none matches (device_problem refuses such a problem first).
-template <const auto& compiled, class Launch>
-void dispatch(const DeviceProblem& problem, Launch&& launch) {
-  const bool launched = [&]<std::size_t... n>(std::index_sequence<n...>) {
-    return ((problem.head_dim == compiled[n].head_dim && problem.tile == compiled[n].tile &&
-             (launch.template operator()<compiled[n]>(), true)) ||
-            ...);
+template <std::size_t N>
+std::size_t compiled_index(const DeviceProblem& problem, const std::array<KernelShape, N>& compiled) {
+  for (std::size_t n = 0; n < N; ++n) {
+    if (problem.head_dim == compiled[n].head_dim && problem.tile == compiled[n].tile) return n;
   }
-  (std::make_index_sequence<compiled.size()>{});
-  if (!launched) throw std::invalid_argument("dispatch: this head_dim and tile are not compiled");
+  throw std::invalid_argument("compiled_index: this head_dim and tile are not compiled");
 }
 
 // How many keys query row i sees: every one of the seq_len_k, or under the causal mask (aligned to
@@ -161,48 +146,52 @@ struct KernelRun {
                           // launch overhead: the GPU benchmarks time kernels with CUDA events)
 };
 
-// The run of a forward kernel on host data, the same for every chapter; a chapter's .cuh calls it
-// with its backend's simt::DeviceBuffer and its launch. It copies Q, K and V to the device as
-// Element (float, or a 16-bit type that holds their values exactly: chapter 06), fills O and L with
-// NaN (DeviceBuffer::poison) so that an element the kernel does not write cannot pass for a result
-// (and simt's race checker reports a read of one, common/simt/racecheck.h), calls
-// launch(Q, K, V, O, L) with the device pointers (the launch waits for the kernel), and copies O
-// (widened to float32, exactly) and L back. Q: [batch, heads, seq_len_q, head_dim], the shape O
-// gets; K, V: [batch, heads, seq_len_k, head_dim]. Throws what launch and the buffers throw.
-template <class Element, template <class> class DeviceBuffer, class Launch>
-KernelRun run_forward(const Tensor4<float>& Q, const Tensor4<float>& K, const Tensor4<float>& V, const Launch& launch) {
-  const auto to_device = [](const std::vector<float>& host) {
-    if constexpr (std::is_same_v<Element, float>) {
-      return DeviceBuffer<float>(std::span<const float>(host));
-    } else {
-      const std::vector<Element> elements(host.begin(), host.end());
-      return DeviceBuffer<Element>(std::span<const Element>(elements));
-    }
-  };
-  const DeviceBuffer<Element> q = to_device(Q.values), k = to_device(K.values), v = to_device(V.values);
-  DeviceBuffer<Element> o(Q.values.size());
-  DeviceBuffer<float> l(Q.shape.batch * Q.shape.heads * Q.shape.seq_len);
-  o.poison();  // 0xff bytes: NaN in float, bf16 and fp16, and unwritten for simt's race checker
-  l.poison();
-
-  const auto start = std::chrono::steady_clock::now();
-  launch(q.data(), k.data(), v.data(), o.data(), l.data());
-  const std::chrono::duration<double, std::milli> elapsed = std::chrono::steady_clock::now() - start;
-
-  const std::vector<Element> O = o.to_host();
-  return {Tensor4<float>(Q.shape, std::vector<float>(O.begin(), O.end())), l.to_host(), elapsed.count()};
+// Milliseconds of wall time since `start` (a launch's, for KernelRun::elapsed_ms). Never throws.
+inline double milliseconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 
-// Runs cpu() (the kernels of chNN::cpu, through common/simt) or, on Device::gpu, gpu() (chNN::gpu,
-// compiled by nvcc) and returns what it returns. In a build without the GPU path gpu is never called
-// (nor linked), and Device::gpu throws std::runtime_error saying why (require_device).
-template <class Cpu, class Gpu>
-auto run_on(Device device, Cpu&& cpu, [[maybe_unused]] Gpu&& gpu) {
-  require_device(device);
-#if FA_HAVE_CUDA
-  if (device == Device::gpu) return gpu();
+// ---- Which build of a chapter's kernels runs ----------------------------------------------------
+// A chapter's .cuh is compiled into up to three builds (add_kernels, cmake/Chapters.cmake), each
+// with the same entry points: chNN::cpu (the host compiler through common/simt; always),
+// chNN::cpu_profiled (the same, every memory access seen by simt's profile and race checker, for
+// --profile and --racecheck; where the chapter's library has SIMT_PROFILED_KERNELS) and chNN::gpu
+// (nvcc; where FA_HAVE_CUDA). Builds holds one entry point's three, nullptr for a build that this
+// program does not have; FA_BUILDS makes it, so that a build not compiled is never named:
+//   fa::build_for(device, FA_BUILDS(ch05, run_flash_attention_2))(Q, K, V, problem);
+template <class Entry>
+struct Builds {
+  Entry* cpu = nullptr;
+  Entry* cpu_profiled = nullptr;
+  Entry* gpu = nullptr;
+};
+
+#if SIMT_PROFILED_KERNELS
+#define FA_IF_PROFILED(entry) (&(entry))
+#else
+#define FA_IF_PROFILED(entry) nullptr
 #endif
-  return cpu();
+#if FA_HAVE_CUDA
+#define FA_IF_GPU(entry) (&(entry))
+#else
+#define FA_IF_GPU(entry) nullptr
+#endif
+#define FA_BUILDS(chapter, entry)                                                                      \
+  ::fa::Builds<decltype(chapter::cpu::entry)> {                                                        \
+    &chapter::cpu::entry, FA_IF_PROFILED(chapter::cpu_profiled::entry), FA_IF_GPU(chapter::gpu::entry) \
+  }
+
+// The one choice of a build, for every chapter: on Device::gpu the GPU build; on the CPU the
+// profiled build while simt's profile or race checker is on (only its accesses are seen:
+// common/simt/profiled_copy.h), else the plain one. The caller then calls what it returns.
+// Throws std::runtime_error saying why when device is gpu and no GPU can be used (require_device);
+// std::invalid_argument for a malformed SIMT_RACECHECK (simt::use_profiled_copy).
+template <class Entry>
+Entry& build_for(Device device, const Builds<Entry>& builds) {
+  require_device(device);
+  if (device == Device::gpu && builds.gpu != nullptr) return *builds.gpu;
+  if (builds.cpu_profiled != nullptr && simt::use_profiled_copy()) return *builds.cpu_profiled;
+  return *builds.cpu;
 }
 
 }  // namespace fa
@@ -212,7 +201,6 @@ auto run_on(Device device, Cpu&& cpu, [[maybe_unused]] Gpu&& gpu) {
 #if !defined(__CUDACC__)
 
 #include <deque>
-#include <functional>
 #include <initializer_list>
 #include <memory>
 
@@ -323,7 +311,7 @@ struct Banner {
 };
 
 // What the checks before any work collect, beyond what they refuse at once: the memory the run
-// will allocate, and the files it reads and writes. The front door checks them all together, after
+// will allocate, and the files it reads and writes. Program::check checks them all together, after
 // the chapter's own checks and before the banner.
 struct Plan {
   MemoryPlan memory;  // every allocation of the run, added with memory.add(what, bytes)
@@ -332,11 +320,6 @@ struct Plan {
   void add_input(std::string flag, std::string path);
   // An output file written by other means than an Output (e.g. --profile-json): checked like one.
   void add_output(std::string flag, std::string path);
-
-  // Optional: loads the data whose values must be checked too before any work (chapter 06: inputs
-  // that its element type cannot hold). The front door calls it after its own checks, the memory's
-  // included, and before the banner; what it throws is a refusal like any other.
-  std::function<void()> load;
 
   std::vector<std::pair<std::string, std::string>> inputs, outputs;  // (flag, path)
 };
@@ -362,34 +345,34 @@ class Output {
   std::optional<Tensor4<float>> tensor_;
 };
 
-// The frame of every demo's main():
+// The front door of every demo: functions its main() calls in order, so that main() reads top to
+// bottom as the run goes.
 //
 //   int main(int argc, char** argv) {
 //     fa::Program program(4, "Chapter 04: naive attention ...");   // the chapter, and --help's head
-//     fa::AttentionFlags in;
+//     fa::AttentionFlags in;                                         // the flags
 //     in.add_to(program.app());
 //     fa::Output& out = program.add_output("--out", "O");
-//     return program.run(argc, argv,
-//         [&](fa::Plan& plan) -> std::optional<fa::Banner> { ...checks...; return banner; },
-//         [&]() -> std::optional<fa::Check> { ...the work...; out.write(O); return check; });
+//     try {
+//       program.parse(argc, argv);                  // 1. the flags
+//       fa::Plan plan;                              // 2. every check before any work: the chapter's
+//       const fa::AttentionShape shape = in.plan(plan);   (shapes, limits, files: whatever can be
+//       ...                                               refused without doing the work), then
+//       program.check(plan);                              the front door's
+//       program.start(banner);                      // 3. the banner
+//       ...the work...; out.write(O);               // 4. the chapter's content
+//       return program.finish(check);               // 5. the outputs, 6. the verdict
+//     } catch (...) {
+//       return program.exit_on_error();
+//     }
 //   }
 //
-// run() does, in order:
-//   1. parse the flags; --help prints every flag with its default
-//   2. plan(): the chapter's checks of everything the flags name (shapes, limits, files: whatever
-//      can be refused without doing the work), then the front door's: every output path (and
-//      --summary's) writable, distinct from each other and from every input, the memory plan
-//      against the machine's memory; then plan.load(), when the chapter gave one
-//   3. print the banner plan() returned (none: nothing)
-//   4. work(): the chapter's content; returns the check (none: this run checks nothing)
-//   5. write every Output the work handed a tensor, all together, whole or not at all (npy.h)
-//   6. print the verdict line and, with --summary FILE, append it to FILE (demo.h)
-// A refusal in steps 1 or 2 prints one line "error: ..." on stderr, before anything else, and exits
-// with 2; an error in steps 4-6 prints "error: ..." and exits with 1; FAIL exits with 1, PASS (or
-// no check) with 0.
+// An exception before start() is a refusal: one line "error: ..." on stderr, before anything else,
+// and status 2. After start() it is an error of the work: "error: ...", status 1. FAIL exits with 1,
+// PASS (or no check) with 0; --help prints every flag with its default and exits with 0.
 class Program {
  public:
-  // `chapter` (1 ... 9) heads the banner; `description` heads --help. Registers --summary FILE.
+  // `chapter` (1 ... 10) heads the banner; `description` heads --help. Registers --summary FILE.
   Program(int chapter, std::string description);
   ~Program();
 
@@ -402,15 +385,30 @@ class Program {
   // For a program that runs as several processes (under mpirun): only the one that does the I/O
   // (rank 0) prints the refusals, the banner and the verdict and writes the outputs and --summary;
   // the others check and work alike, silently but for an error of their own work. Every process
-  // does the I/O unless told otherwise; call before run().
+  // does the I/O unless told otherwise; call before parse().
   void set_does_io(bool does_io) { does_io_ = does_io; }
 
-  // Steps 1-6 above. Returns the exit status for main() to return. Never throws.
-  int run(int argc, char** argv, const std::function<std::optional<Banner>(Plan&)>& plan,
-          const std::function<std::optional<Check>()>& work);
+  // 1. Parses the flags. Throws CLI11's exceptions (--help among them) and what a flag's own parser
+  // throws; exit_on_error() turns each into its line and status.
+  void parse(int argc, char** argv);
+  // 2. The front door's checks of what the chapter's checks put in `plan`: every output path (and
+  // --summary's) writable, distinct from each other and from every input; the memory plan against
+  // the machine's memory. Throws std::runtime_error naming the flag and the file, or the memory.
+  void check(const Plan& plan) const;
+  // 3. Prints the banner (nothing for a run that shows none). From here on an exception is an error
+  // of the work, status 1, no longer a refusal.
+  void start(const std::optional<Banner>& banner);
+  // 5. Writes every Output the work handed a tensor, all together, whole or not at all (npy.h);
+  // 6. prints the verdict line and, with --summary FILE, appends it to FILE (demo.h). Returns the
+  // exit status: 0 for PASS or no check, 1 for FAIL. Throws std::runtime_error for an output the work
+  // did not hand over, or one that cannot be written.
+  int finish(const std::optional<Check>& check);
+  // The exit status of the exception being handled, after printing its one line on stderr: 0 for
+  // --help (which prints the flags), 2 before start() (a refusal: "... (see --help)" for a flag),
+  // 1 after. Call it from a catch (...) around steps 1-6. Never throws.
+  int exit_on_error() noexcept;
 
  private:
-  void check_files(const Plan& plan) const;
   int chapter_;
   std::string name_;  // the program's file name, for the messages
   std::unique_ptr<CLI::App> app_;
@@ -418,6 +416,8 @@ class Program {
   CLI::Option* summary_option_ = nullptr;
   std::deque<Output> outputs_;
   bool does_io_ = true;
+  bool parsed_ = false;   // parse() returned: a refusal from here on is not a flag's
+  bool started_ = false;  // start() returned: an exception is an error of the work
 };
 
 // A rough estimate of a run's time on the CPU path: `flops` floating-point operations at
@@ -458,6 +458,9 @@ struct AttentionFlags {
     std::string origin;  // "q.npy, k.npy, v.npy" or "normal(0, 1), seed 1"
   };
   Inputs load() const;
+  // "Q [1, 2, 256, 64], K and V with seq_len 256, causal; inputs: normal(0, 1), seed 1; device: cpu",
+  // the line a demo prints before its run. Never throws (but for memory).
+  std::string describe(const Inputs& in, Device device) const;
 };
 
 }  // namespace fa

@@ -118,97 +118,96 @@ void check_summary_path(const std::string& path) {
 
 }  // namespace
 
-void Program::check_files(const Plan& plan) const {
-  // Every file the run writes, with its flag: the Outputs given, the plan's others, --summary.
-  std::vector<std::pair<std::string, std::string>> written = plan.outputs;
-  for (const Output& out : outputs_) {
-    if (out.wanted()) written.emplace_back(out.flag_, out.path_);
-  }
-  for (const auto& [flag, path] : written) {
-    try {
-      check_output_path(path);
-    } catch (const std::exception& e) {
-      throw std::runtime_error(fmt::format("{}: {}", flag, e.what()));
-    }
-  }
-  if (summary_option_->count() > 0) {
-    check_summary_path(summary_path_);
-    written.emplace_back("--summary", summary_path_);
-  }
-  for (std::size_t a = 0; a < written.size(); ++a) {
-    for (std::size_t b = a + 1; b < written.size(); ++b) {
-      if (same_file(written[a].second, written[b].second)) {
-        throw std::runtime_error(fmt::format("{} {} and {} {} name the same file; give each output its own file",
-                                             written[a].first, written[a].second, written[b].first, written[b].second));
-      }
-    }
-    for (const auto& [flag, path] : plan.inputs) {
-      if (same_file(written[a].second, path)) {
-        throw std::runtime_error(fmt::format("{} {} is the input {} {}; write the output to another file",
-                                             written[a].first, written[a].second, flag, path));
-      }
-    }
-  }
+void Program::parse(int argc, char** argv) {
+  name_ = argc > 0 ? std::filesystem::path(argv[0]).filename().string() : "demo";
+  app_->parse(argc, argv);
+  parsed_ = true;
 }
 
-int Program::run(int argc, char** argv, const std::function<std::optional<Banner>(Plan&)>& plan,
-                 const std::function<std::optional<Check>()>& work) {
-  name_ = argc > 0 ? std::filesystem::path(argv[0]).filename().string() : "demo";
-  const auto refuse = [&](const std::string& what) {
-    if (!does_io_) return kExitRefused;  // the process that does the I/O says it, once
-    std::fflush(stdout);
-    fmt::print(stderr, "error: {}\n", what);
-    return kExitRefused;
-  };
-  // 1. The flags.
+void Program::check(const Plan& plan) const {
+  if (does_io_) {  // the files are the I/O process's alone
+    // Every file the run writes, with its flag: the Outputs given, the plan's others, --summary.
+    std::vector<std::pair<std::string, std::string>> written = plan.outputs;
+    for (const Output& out : outputs_) {
+      if (out.wanted()) written.emplace_back(out.flag_, out.path_);
+    }
+    for (const auto& [flag, path] : written) {
+      try {
+        check_output_path(path);
+      } catch (const std::exception& e) {
+        throw std::runtime_error(fmt::format("{}: {}", flag, e.what()));
+      }
+    }
+    if (summary_option_->count() > 0) {
+      check_summary_path(summary_path_);
+      written.emplace_back("--summary", summary_path_);
+    }
+    for (std::size_t a = 0; a < written.size(); ++a) {
+      for (std::size_t b = a + 1; b < written.size(); ++b) {
+        if (same_file(written[a].second, written[b].second)) {
+          throw std::runtime_error(fmt::format("{} {} and {} {} name the same file; give each output its own file",
+                                               written[a].first, written[a].second, written[b].first,
+                                               written[b].second));
+        }
+      }
+      for (const auto& [flag, path] : plan.inputs) {
+        if (same_file(written[a].second, path)) {
+          throw std::runtime_error(fmt::format("{} {} is the input {} {}; write the output to another file",
+                                               written[a].first, written[a].second, flag, path));
+        }
+      }
+    }
+  }
+  plan.memory.check(name_);
+}
+
+void Program::start(const std::optional<Banner>& banner) {
+  if (banner && does_io_) demo::print_banner(chapter_, *banner);
+  started_ = true;
+}
+
+int Program::finish(const std::optional<Check>& check) {
+  if (!does_io_) return !check || check->pass ? 0 : kExitFail;
+  // 5. The outputs, all together.
+  std::vector<NpyFile> files;
+  for (const Output& out : outputs_) {
+    if (!out.wanted()) continue;
+    if (!out.tensor_) throw std::runtime_error(fmt::format("{}: this run made no {} to write", out.flag_, out.what_));
+    files.push_back({out.path_, &*out.tensor_});
+  }
+  write_npy_f32_files(files);
+  for (const Output& out : outputs_) {
+    if (out.wanted()) fmt::print("wrote {} to {}\n", out.what_, out.path_);
+  }
+  // 6. The verdict.
+  if (!check) return 0;
+  demo::print_verdict(*check);
+  if (summary_option_->count() > 0) demo::append_summary(summary_path_, *check);
+  return check->pass ? 0 : kExitFail;
+}
+
+int Program::exit_on_error() noexcept {
+  const int status = started_ ? kExitFail : kExitRefused;
+  std::string what;
   try {
-    app_->parse(argc, argv);
+    throw;
   } catch (const CLI::CallForHelp& e) {
     return does_io_ ? app_->exit(e) : 0;
   } catch (const CLI::CallForAllHelp& e) {
     return does_io_ ? app_->exit(e) : 0;
-  } catch (const CLI::ParseError& e) {
-    return refuse(fmt::format("{} (see --help)", e.what()));
-  } catch (const std::exception& e) {  // a flag's own parser (e.g. a list) that threw
-    return refuse(fmt::format("{} (see --help)", e.what()));
-  }
-  // 2. Everything the flags name, before any work.
-  std::optional<Banner> banner;
-  try {
-    Plan checked;
-    banner = plan(checked);
-    if (does_io_) check_files(checked);  // the files are the I/O process's alone
-    checked.memory.check(name_);
-    if (checked.load) checked.load();
   } catch (const std::exception& e) {
-    return refuse(e.what());
+    // A flag that CLI11 or the flag's own parser refused (e.g. a list) says where to look.
+    what = parsed_ ? e.what() : fmt::format("{} (see --help)", e.what());
+  } catch (...) {
+    what = "an unknown exception";
   }
+  if (!does_io_ && !started_) return status;  // the process that does the I/O says it, once
   try {
-    // 3. The banner, 4. the work.
-    if (banner && does_io_) demo::print_banner(chapter_, *banner);
-    const std::optional<Check> check = work();
-    if (!does_io_) return !check || check->pass ? 0 : kExitFail;
-    // 5. The outputs, all together.
-    std::vector<NpyFile> files;
-    for (const Output& out : outputs_) {
-      if (!out.wanted()) continue;
-      if (!out.tensor_) throw std::runtime_error(fmt::format("{}: this run made no {} to write", out.flag_, out.what_));
-      files.push_back({out.path_, &*out.tensor_});
-    }
-    write_npy_f32_files(files);
-    for (const Output& out : outputs_) {
-      if (out.wanted()) fmt::print("wrote {} to {}\n", out.what_, out.path_);
-    }
-    // 6. The verdict.
-    if (!check) return 0;
-    demo::print_verdict(*check);
-    if (summary_option_->count() > 0) demo::append_summary(summary_path_, *check);
-    return check->pass ? 0 : kExitFail;
-  } catch (const std::exception& e) {
     std::fflush(stdout);
-    fmt::print(stderr, "error: {}\n", e.what());
-    return kExitFail;
+    fmt::print(stderr, "error: {}\n", what);
+  } catch (...) {  // stderr itself failed: the status still says it
   }
+  return status;
 }
 
 }  // namespace fa

@@ -1,7 +1,7 @@
 // figures/backward_tiles_figure.cpp: figure 8, backward-tiles.svg, which tiles of S one thread block
 // of each backward kernel touches, under a causal mask.
 //
-// Everything drawn comes from ch07::walk_backward (chapters/07_backward/traffic_model.h) through its
+// Everything drawn comes from ch07::walk_backward (chapters/07_backward/lab/traffic_model.h) through its
 // visitor: the tiles each kernel visits, in its order, with the wholly masked ones skipped as the
 // kernels skip them. Two panels, the same score matrix:
 //   a. dK, dV kernel (lines 5-18): one block owns key block j and walks down its column of tiles,
@@ -19,7 +19,7 @@
 
 #include <fmt/format.h>
 
-#include "chapters/07_backward/traffic_model.h"
+#include "chapters/07_backward/lab/traffic_model.h"
 #include "figures/figures.h"
 #include "figures/svg.h"
 

@@ -24,7 +24,7 @@
 #include <fmt/format.h>
 
 #include "chapters/08_decoding/decoding.h"
-#include "chapters/08_decoding/traffic_model.h"
+#include "chapters/08_decoding/lab/traffic_model.h"
 #include "common/random.h"
 #include "common/simt/simt.h"
 #include "figures/figures.h"

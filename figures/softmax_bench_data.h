@@ -26,7 +26,7 @@
 //      "#" heading
 //   4. checks each printed ratio against the times it comes from (to the 2 decimals it is printed
 //      with), so the table cannot say one thing and its times another
-// Source: scripts/softmax_bench_table.py; chapters/02_online_softmax/softmax_bench.cpp.
+// Source: scripts/softmax_bench_table.py; chapters/02_online_softmax/lab/softmax_bench.cpp.
 #pragma once
 
 #include <cstdint>

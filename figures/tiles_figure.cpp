@@ -17,7 +17,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>  // fmt::join
 
-#include "chapters/05_flash_attention_2/traffic_model.h"
+#include "chapters/05_flash_attention_2/lab/traffic_model.h"
 #include "figures/figures.h"
 #include "figures/svg.h"
 

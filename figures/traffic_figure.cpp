@@ -18,7 +18,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>  // fmt::join
 
-#include "chapters/05_flash_attention_2/traffic_table.h"
+#include "chapters/05_flash_attention_2/lab/traffic_table.h"
 #include "figures/figures.h"
 #include "figures/svg.h"
 

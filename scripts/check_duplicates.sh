@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Checks that the tree repeats itself in at most 10 places, as CI does: `duplicates` lists the pairs
+# Checks that the tree repeats itself in at most 6 places, as CI does: `duplicates` lists the pairs
 # of places that share runs of 6 or more identical or same-shape lines (boilerplate included). Prints
 # its list and exits 1 above the limit, or when `duplicates` is not installed; 0 otherwise. Changes
 # nothing. `duplicates --change --base main` shows what a change wrote twice.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-limit=10
+limit=6
 command -v duplicates >/dev/null || {
   echo "check_duplicates: the duplicates tool is not on the PATH; CI runs it from there"
   exit 1

@@ -17,7 +17,7 @@
 #include "catch.h"
 #include "chapters/01_safe_softmax/safe_softmax.h"
 #include "chapters/03_online_weighted_sum/attention.h"
-#include "chapters/04_naive_attention/agreement.h"
+#include "chapters/04_naive_attention/lab/vs_chapter_03.h"
 #include "chapters/04_naive_attention/naive_attention.h"
 #include "common/attention_shapes.h"
 #include "common/compare.h"
@@ -27,7 +27,7 @@ namespace {
 using fa_test::kDevice;
 
 // Float32 kernels against chapter 03's float64 recurrence on the same float32 inputs, within the
-// chapter's bound (agreement.h, the demo's too): twice the error of a plain float32 evaluation of
+// chapter's bound (lab/vs_chapter_03.h, the demo's too): twice the error of a plain float32 evaluation of
 // the same formula on the same input, plus float32's unit roundoff. With scores of order 1 that is
 // about 1e-6; a wrong mask, index or normalisation gives errors of order 1e-2 to 1.
 

@@ -2,8 +2,8 @@
 //
 // Compiled twice: 05_flash_attention_2_test runs both chapters' kernels on the CPU through
 // common/simt; 05_flash_attention_2_gpu_test (FA_TEST_ON_GPU) runs them on a GPU, and is SKIPPED
-// where there is none. Every run starts from outputs filled with NaN (fa::run_forward, common/chapter.h), so an element
-// the kernel forgets to write cannot pass.
+// where there is none. Every run starts from outputs filled with NaN (run_flash_attention_2 poisons
+// O and L), so an element the kernel forgets to write cannot pass.
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -14,10 +14,10 @@
 
 #include "attention_inputs.h"
 #include "catch.h"
-#include "chapters/04_naive_attention/agreement.h"
+#include "chapters/04_naive_attention/lab/vs_chapter_03.h"
 #include "chapters/04_naive_attention/naive_attention.h"
-#include "chapters/05_flash_attention_2/agreement.h"
 #include "chapters/05_flash_attention_2/flash_attention_2.h"
+#include "chapters/05_flash_attention_2/lab/vs_chapter_04.h"
 #include "common/attention_shapes.h"
 #include "common/compare.h"
 #include "definition.h"
@@ -26,7 +26,7 @@ namespace {
 
 using fa_test::kDevice;
 
-// The chapter's bounds (agreement.h, the demo's too). O: both kernels are float32 and each is
+// The chapter's bounds (lab/vs_chapter_04.h, the demo's too). O: both kernels are float32 and each is
 // within about the error of a plain float32 evaluation of the exact result, so ch04::agreement_bound
 // (twice that error plus float32's unit roundoff) holds between them; measured distances are ~1e-7
 // for scores of order 1, and a missed rescale, a wrong mask or a lost tile gives 1e-3 to 1. L: per

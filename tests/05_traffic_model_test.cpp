@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "catch.h"
-#include "chapters/05_flash_attention_2/traffic_model.h"
-#include "chapters/05_flash_attention_2/traffic_table.h"
+#include "chapters/05_flash_attention_2/lab/traffic_model.h"
+#include "chapters/05_flash_attention_2/lab/traffic_table.h"
 
 namespace {
 

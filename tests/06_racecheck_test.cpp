@@ -21,7 +21,7 @@ TEST_CASE("the kernel has no race and reads no unwritten memory (simt's race che
       for (const int head_dim : ch06::kHeadDims) {
         const auto d = static_cast<std::size_t>(head_dim);
         for (const bool causal : {false, true}) {
-          const ch06::ElementType element = turn++ % 2 == 0 ? ch06::ElementType::bf16 : ch06::ElementType::f16;
+          const ch06::ElementType element = turn++ % 2 == 0 ? ch06::ElementType::bf16 : ch06::ElementType::fp16;
           const auto raw = fa_test::make_inputs(1, 1, seq_len_q, seq_len_k, d, fa::default_scale(d),
                                                 fa_test::Scores::normal, 6700 + seq_len_q + seq_len_k + d);
           const auto Q = ch06::round_to(raw.Q, element, "Q");

@@ -1,6 +1,6 @@
 // Chapter 06 tests: FlashAttention-2 on tensor cores agrees with chapter 05's float32 kernel, run
 // on the same inputs rounded to the element type, within the element type's error budget
-// (chapters/06_tensor_cores/error_budget.h: FlashAttention's rule).
+// (chapters/06_tensor_cores/lab/error_budget.h: FlashAttention's rule).
 //
 // Compiled twice: 06_tensor_cores_test runs both chapters' kernels on the CPU through common/simt,
 // which carries out mma.sync, ldmatrix and cp.async with the PTX ISA's fragment layouts;
@@ -21,7 +21,7 @@
 #include "attention_inputs.h"
 #include "catch.h"
 #include "chapters/05_flash_attention_2/flash_attention_2.h"
-#include "chapters/06_tensor_cores/error_budget.h"
+#include "chapters/06_tensor_cores/lab/error_budget.h"
 #include "chapters/06_tensor_cores/tensor_cores.h"
 #include "common/attention_shapes.h"
 #include "common/compare.h"
@@ -56,7 +56,7 @@ void check_case(const Case& c, std::span<const fa::Tile> tiles) {
   const std::size_t batch = 1, heads = 2;
   const std::uint64_t seed = 6000 + 131 * c.seq_len_q + 17 * c.seq_len_k + c.head_dim +
                              static_cast<std::uint64_t>(c.scores) * 7 + (c.causal ? 3 : 0) +
-                             (c.element == ElementType::f16 ? 11 : 0);
+                             (c.element == ElementType::fp16 ? 11 : 0);
   const auto raw = fa_test::make_inputs(batch, heads, c.seq_len_q, c.seq_len_k, c.head_dim, c.scale, c.scores, seed);
   const auto Q = ch06::round_to(raw.Q, c.element, "Q");
   const auto K = ch06::round_to(raw.K, c.element, "K");
@@ -96,7 +96,7 @@ void check_case(const Case& c) { check_case(c, ch06::kTileShapes); }
 // causal settings meet both types, at half the CPU time of running both everywhere. (Nothing in the
 // kernel branches on the type: only the mma and the pair packing differ, and every case runs them.)
 ElementType alternating(std::size_t shape_index, std::size_t head_dim, bool causal) {
-  return (shape_index + (head_dim == 128 ? 1 : 0) + (causal ? 1 : 0)) % 2 == 0 ? ElementType::bf16 : ElementType::f16;
+  return (shape_index + (head_dim == 128 ? 1 : 0) + (causal ? 1 : 0)) % 2 == 0 ? ElementType::bf16 : ElementType::fp16;
 }
 
 TEST_CASE("tensor cores agree with chapter 05 within the budget, every shape of the list, head dim, tile", "[ch06]") {
@@ -120,8 +120,8 @@ TEST_CASE("tensor cores agree with chapter 05 within the budget, every shape of 
 // The longest case of the list, one per element type (one causal, one not), with the default tile;
 // left out under the sanitizers, where it would take minutes.
 TEST_CASE("tensor cores agree with chapter 05 within the budget at seq_len 1000", "[ch06]") {
-  const auto element = GENERATE(ElementType::bf16, ElementType::f16);
-  const bool causal = element == ElementType::f16;
+  const auto element = GENERATE(ElementType::bf16, ElementType::fp16);
+  const bool causal = element == ElementType::fp16;
   const fa::Tile tile = ch06::Options{}.tile;
   check_case({1000, 1000, 64, causal, fa::default_scale(64), fa_test::Scores::normal, element},
              std::span<const fa::Tile>(&tile, 1));
@@ -138,9 +138,9 @@ TEST_CASE("tensor cores agree with chapter 05 for scale 0.5, large and very low 
   const std::vector<std::pair<std::size_t, std::size_t>> shapes{{113, 203}, {203, 113}};
 #endif
   const std::size_t k = GENERATE_COPY(range(std::size_t{0}, shapes.size()));
-  const auto element = GENERATE(ElementType::bf16, ElementType::f16);
+  const auto element = GENERATE(ElementType::bf16, ElementType::fp16);
 #if FA_SANITIZER_BUILD
-  const bool causal = element == ElementType::f16;
+  const bool causal = element == ElementType::fp16;
 #else
   const bool causal = GENERATE(false, true);
 #endif
@@ -172,7 +172,7 @@ TEST_CASE("tensor cores agree with chapter 05 for a negative scale and for scale
   // scale <= 0 into Q_i once (tensor_cores.cuh): negative scales flip which key is the largest,
   // and scale 0 makes every visible key weigh the same.
   const double scale = GENERATE(-0.125, 0.0);
-  const auto element = scale < 0 ? ElementType::bf16 : ElementType::f16;
+  const auto element = scale < 0 ? ElementType::bf16 : ElementType::fp16;
   const std::size_t head_dim = scale < 0 ? 64 : 128;
   check_case({113, 203, head_dim, true, scale, fa_test::Scores::normal, element},
              std::span<const fa::Tile>(ch06::kTileShapes));
@@ -183,7 +183,7 @@ TEST_CASE("weights below 2^-126 are dropped by the exponential and change nothin
   // scores 0 against key 0 and about -100 against the others: their weights, e^-100 = 3.7e-44,
   // are subnormal in float32 and become 0, where chapter 05's expf keeps them; float32 cannot hold
   // 1 + 3.7e-44 anyway, so O is exactly V's row 0 in both (V holds element values), and L is 0.
-  const auto element = GENERATE(ElementType::bf16, ElementType::f16);
+  const auto element = GENERATE(ElementType::bf16, ElementType::fp16);
   const std::size_t seq_len = 70, head_dim = 64;
   const auto raw = fa_test::make_inputs(1, 1, seq_len, seq_len, head_dim, 1.0, fa_test::Scores::normal, 6600);
   fa::Tensor4<float> Q(raw.Q.shape), K(raw.K.shape);
@@ -212,7 +212,7 @@ TEST_CASE("P is rounded to nearest: over many rows the signed error of O average
   // nearest leaves noise: measured -3.8e-5 for bf16 and -8e-7 for fp16. A copy of the kernel that
   // truncated P measured -2.7e-3 (bf16) and -3.4e-4 (fp16), -0.7 u. The bound, u / 8 (4.9e-4 and
   // 6.1e-5), lies between, 13 and 70 times above the first and 5.5 times below the second.
-  const auto element = GENERATE(ElementType::bf16, ElementType::f16);
+  const auto element = GENERATE(ElementType::bf16, ElementType::fp16);
   const auto raw = fa_test::make_inputs(1, 2, 256, 256, 64, 0.125, fa_test::Scores::normal, 6700);
   fa::Tensor4<float> V_positive = raw.V;
   for (float& v : V_positive.values) v = 1.0f + 0.25f * v;  // normal(1, 0.25): positive but for one in 10^4
@@ -238,9 +238,9 @@ TEST_CASE("rows that see no key give zeros in O and -inf in L, never NaN", "[ch0
   const auto in = fa_test::make_inputs(2, 3, 203, 113, 64, 0.125, fa_test::Scores::normal, 6100);
   const auto tile = GENERATE(from_range(ch06::kTileShapes.begin(), ch06::kTileShapes.end()));
 #if FA_SANITIZER_BUILD
-  const auto element = tile == ch06::kTileShapes[0] ? ElementType::bf16 : ElementType::f16;  // one type per tile
+  const auto element = tile == ch06::kTileShapes[0] ? ElementType::bf16 : ElementType::fp16;  // one type per tile
 #else
-  const auto element = GENERATE(ElementType::bf16, ElementType::f16);
+  const auto element = GENERATE(ElementType::bf16, ElementType::fp16);
 #endif
   const auto out =
       ch06::tensor_core_attention(in.Q, in.K, in.V, {.causal = true, .tile = tile, .element = element}, kDevice);
@@ -252,7 +252,7 @@ TEST_CASE("the error budget is what a faithful bf16 or fp16 pipeline makes", "[c
   // about 2e-3 for bf16 and 2.5e-4 for fp16 (the unit roundoffs 2^-8 and 2^-11 times ~0.55, the
   // mean relative rounding error of a uniform significand). A factor of 2 either way would mean the
   // reference rounds something else than P and O, or nothing at all.
-  const auto element = GENERATE(ElementType::bf16, ElementType::f16);
+  const auto element = GENERATE(ElementType::bf16, ElementType::fp16);
   const auto raw = fa_test::make_inputs(1, 2, 256, 256, 64, 0.125, fa_test::Scores::normal, 6200);
   const auto Q = ch06::round_to(raw.Q, element, "Q");
   const auto K = ch06::round_to(raw.K, element, "K");
@@ -272,13 +272,13 @@ TEST_CASE("round_to rounds to the element type and refuses what fp16 cannot hold
   CHECK(b.values[0] == 1.0f);  // bf16's step at 1 is 2^-7: both are below the tie 1 + 2^-8
   CHECK(b.values[1] == 1.0f);
   CHECK(b.values[2] == -3.0f);
-  const auto h = ch06::round_to(x, ElementType::f16, "x");
+  const auto h = ch06::round_to(x, ElementType::fp16, "x");
   CHECK(h.values[0] == 1.0f + 0x1p-9f);   // exact in fp16 (step 2^-10 at 1)
   CHECK(h.values[1] == 1.0f + 0x1p-10f);  // just above the tie 1 + 2^-11: rounds up
   CHECK(h.values[3] == 65504.0f);
   fa::Tensor4<float> big(fa::Shape4{1, 1, 1, 2}, std::vector<float>{1.0f, 70000.0f});
   try {
-    (void)ch06::round_to(big, ElementType::f16, "Q");
+    (void)ch06::round_to(big, ElementType::fp16, "Q");
     FAIL("70000 was accepted as fp16");
   } catch (const std::invalid_argument& e) {
     const std::string message = e.what();
@@ -306,10 +306,10 @@ TEST_CASE("the tensor-core kernel refuses tiles it does not offer, bad shapes, s
   CHECK_THROWS_AS(ch06::tensor_core_attention(in.Q, in.K, in.V, {.scale = INFINITY}, kDevice), std::invalid_argument);
   fa::Tensor4<float> huge = in.K;
   huge.values[5] = 1e6f;
-  CHECK_THROWS_AS(ch06::tensor_core_attention(in.Q, huge, in.V, {.element = ElementType::f16}, kDevice),
+  CHECK_THROWS_AS(ch06::tensor_core_attention(in.Q, huge, in.V, {.element = ElementType::fp16}, kDevice),
                   std::invalid_argument);
   CHECK_THROWS_AS(ch06::parse_element_type("fp32"), std::invalid_argument);
-  CHECK(ch06::parse_element_type("fp16") == ElementType::f16);
+  CHECK(ch06::parse_element_type("fp16") == ElementType::fp16);
 }
 
 // ---- The grading tests of the course's exercises 06.1, 06.2 and 06.3 (docs/course.md): the kernel
@@ -364,8 +364,8 @@ TEST_CASE("P V on tensor cores: O agrees with the definition over whole key tile
   // seq_len_k a multiple of Bc (64), not causal: the mask has nothing to hide. Query rows that fill
   // part of a block, one block and more than one; both types, both head dims.
   check_against_definition(1, 128, 64, false, ElementType::bf16, Look::O);
-  check_against_definition(40, 64, 128, false, ElementType::f16, Look::O);
-  check_against_definition(130, 128, 64, false, ElementType::f16, Look::O);
+  check_against_definition(40, 64, 128, false, ElementType::fp16, Look::O);
+  check_against_definition(130, 128, 64, false, ElementType::fp16, Look::O);
   check_against_definition(70, 192, 128, false, ElementType::bf16, Look::O);
 }
 
@@ -374,13 +374,13 @@ TEST_CASE("the mask on fragments: O agrees with the definition, causal and with 
   // Tails of the last key tile, both sides of the diagonal, rows that see no key (203 x 113, causal).
   const bool causal = GENERATE(false, true);
   check_against_definition(1, 257, 64, causal, ElementType::bf16, Look::O);
-  check_against_definition(113, 203, 128, causal, ElementType::f16, Look::O);
-  check_against_definition(203, 113, 64, causal, ElementType::f16, Look::O);
+  check_against_definition(113, 203, 128, causal, ElementType::fp16, Look::O);
+  check_against_definition(203, 113, 64, causal, ElementType::fp16, Look::O);
 }
 
 TEST_CASE("L agrees with the definition on every row, -inf on rows that see no key", "[ch06][ex06.3]") {
   check_against_definition(130, 128, 64, false, ElementType::bf16, Look::L);
-  check_against_definition(203, 113, 128, true, ElementType::f16, Look::L);
+  check_against_definition(203, 113, 128, true, ElementType::fp16, Look::L);
 }
 
 #if !FA_TEST_ON_GPU

@@ -1,4 +1,4 @@
-// Chapter 07 tests of the backward pass's traffic model (chapters/07_backward/traffic_model.h): the
+// Chapter 07 tests of the backward pass's traffic model (chapters/07_backward/lab/traffic_model.h): the
 // tile walks against the closed forms, the causal skip against a count by hand, and the two dQ
 // methods against each other. Every comparison is exact (integers).
 #include <cstdint>
@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "catch.h"
-#include "chapters/07_backward/traffic_model.h"
+#include "chapters/07_backward/lab/traffic_model.h"
 
 namespace {
 

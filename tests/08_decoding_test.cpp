@@ -10,7 +10,7 @@
 // rows of a paged pool past each sequence's length and its spare page are NaN too (paged_cache),
 // and the pages are shuffled in the pool: a partial that is never written, a key read past a
 // sequence's length, or a page found without the block table cannot pass. The bounds are those of
-// chapters/08_decoding/agreement.h (the demo uses the same), where each one's reason is given.
+// chapters/08_decoding/lab/vs_dense.h (the demo uses the same), where each one's reason is given.
 // The test cases tagged [sanitizer] are a small set that still reaches every path of the kernels:
 // the GPU check runs them under compute-sanitizer, and the asan and tsan presets run the whole file
 // with smaller lists.
@@ -28,9 +28,9 @@
 
 #include "attention_inputs.h"
 #include "catch.h"
-#include "chapters/08_decoding/agreement.h"
 #include "chapters/08_decoding/decoding.h"
-#include "chapters/08_decoding/traffic_model.h"
+#include "chapters/08_decoding/lab/traffic_model.h"
+#include "chapters/08_decoding/lab/vs_dense.h"
 #include "common/random.h"
 #include "common/simt/profile.h"
 #include "common/simt/simt.h"

@@ -8,8 +8,10 @@
 // combine alone: writing over its first partial, and folding a partial into a running result
 // (chapter 09's use). Built where the build has profiled copies (tests/CMakeLists.txt): not under
 // the asan and tsan presets.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <span>
 #include <tuple>
@@ -67,4 +69,35 @@ TEST_CASE("the split kernel and the combine have no race and read no unwritten m
     ++launches;
     return launches;
   });
+}
+
+TEST_CASE("a partial row that the split kernel did not write is caught: the combine reads unwritten memory",
+          "[ch08][racecheck]") {
+  // The run poisons the partials, O and L before the split kernel (DeviceBuffer::poison: NaN, and
+  // unwritten for the race checker), so a split kernel that skips a row of its partial O leaves the
+  // row unwritten, and the combine's read of it is an uninitialised read. Here the partials come from
+  // the host, and row 5 of partial 1 is left as such a kernel would leave it: poisoned, as poison()
+  // does to a whole buffer (observer::host_wrote with written = false). A fill with NaN instead
+  // would count as written, and nothing would be reported: the blind spot poison() closes.
+  simt::racecheck::start();  // before the buffers: it follows what the host writes into them
+  const int rows = 8, head_dim = 64, splits = 2;
+  const std::vector<float> O_host = fa::normal<float>(static_cast<std::size_t>(splits) * rows * head_dim, 8905);
+  const std::vector<float> L_host = fa::normal<float>(static_cast<std::size_t>(splits) * rows, 8906);
+  simt::DeviceBuffer<float> O_parts{std::span<const float>(O_host)}, L_parts{std::span<const float>(L_host)};
+  simt::DeviceBuffer<float> O(static_cast<std::size_t>(rows) * head_dim), L(rows);
+  O.poison();
+  L.poison();
+  float* skipped = O_parts.data() + static_cast<std::size_t>(rows + 5) * head_dim;
+  std::fill(skipped, skipped + head_dim, std::numeric_limits<float>::quiet_NaN());
+  simt::observer::host_wrote(skipped, head_dim * sizeof(float), false);
+
+  ch08::cpu_profiled::launch_combine(O_parts.data(), L_parts.data(), splits, rows, head_dim, O.data(), L.data(), false,
+                                     simt::LaunchMode::synchronous);
+  simt::racecheck::stop();
+  const simt::racecheck::Findings f = simt::racecheck::findings();
+  INFO(simt::racecheck::format_report(f));
+  const simt::racecheck::Hazard* h = simt::racecheck::find(f, "uninitialised global read", "combine_kernel");
+  REQUIRE(h != nullptr);
+  CHECK(h->count == static_cast<std::uint64_t>(head_dim));  // the row's head_dim words, each read once
+  CHECK(f.errors() + f.warnings() == 0);                    // and nothing else
 }

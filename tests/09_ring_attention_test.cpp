@@ -16,13 +16,13 @@
 
 #include "attention_inputs.h"
 #include "catch.h"
-#include "chapters/04_naive_attention/agreement.h"
-#include "chapters/05_flash_attention_2/agreement.h"
+#include "chapters/04_naive_attention/lab/vs_chapter_03.h"
 #include "chapters/05_flash_attention_2/flash_attention_2.h"
-#include "chapters/06_tensor_cores/error_budget.h"
+#include "chapters/05_flash_attention_2/lab/vs_chapter_04.h"
+#include "chapters/06_tensor_cores/lab/error_budget.h"
 #include "chapters/06_tensor_cores/tensor_cores.h"
-#include "chapters/08_decoding/agreement.h"
-#include "chapters/09_ring_attention/cluster_model.h"
+#include "chapters/08_decoding/lab/vs_dense.h"
+#include "chapters/09_ring_attention/lab/cluster_model.h"
 #include "chapters/09_ring_attention/ring.h"
 #include "chapters/09_ring_attention/shards.h"
 #include "common/compare.h"
@@ -252,7 +252,7 @@ TEST_CASE("ring attention in one process equals chapter 05 for every P, layout, 
       const fa_test::AttentionInputs in = inputs(seq, head_dim, 11 + seq);
       const ch05::Result reference = ch05::flash_attention_2(in.Q, in.K, in.V, {.causal = causal}, fa_test::kDevice);
       // O: chapter 05's own bound against chapter 04 (both float32 evaluations, each within about
-      // that of the exact result; chapters/04_naive_attention/agreement.h).
+      // that of the exact result; chapters/04_naive_attention/lab/vs_chapter_03.h).
       const double O_bound = ch04::agreement_bound(in.Q, in.K, in.V, {.causal = causal}).bound;
       for (const Layout layout : kLayouts) {
         for (std::size_t P = 1; P <= 4; ++P) {
@@ -317,7 +317,7 @@ TEST_CASE("a bf16 ring agrees with chapter 05 within chapter 06's error budget",
   for (const bool causal : {false, true}) {
     const ch05::Result reference = ch05::flash_attention_2(Q, K, V, {.causal = causal}, fa_test::kDevice);
     // Chapter 06's budget: twice the error of an evaluation that rounds P and O to bf16 (its
-    // reason in chapters/06_tensor_cores/error_budget.h); each partial here is chapter 06's O.
+    // reason in chapters/06_tensor_cores/lab/error_budget.h); each partial here is chapter 06's O.
     const double bound = ch06::error_budget(Q, K, V, scale, causal, ch06::ElementType::bf16).bound;
     for (const std::size_t P : kBf16Ranks) {
       INFO((causal ? "causal, " : "") << "P = " << P);

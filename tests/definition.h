@@ -29,7 +29,7 @@ struct Definition {
   double O_bound() const { return fa::bound_from_plain(fa::compare(plain.O, exact.O).rel_l2); }
 
   // What each row's bound on L gains against `exact` (chapter 05's rule against chapter 03,
-  // chapters/05_flash_attention_2/agreement.h): twice the plain float32 evaluation's error on that
+  // chapters/05_flash_attention_2/lab/vs_chapter_04.h): twice the plain float32 evaluation's error on that
   // row, which carries the float rounding of the scores themselves. 0 where both are -inf.
   std::vector<double> L_allowance() const {
     std::vector<double> allowance(exact.L.size());

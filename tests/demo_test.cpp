@@ -123,15 +123,35 @@ TEST_CASE("the summary table lines up its columns and counts the checks that pas
   CHECK(fa::demo::summary_table({}, false).find("0 of 0 checks passed") != std::string::npos);
 }
 
+namespace {
+
+// A demo's main() in miniature: the front door's steps in the order a chapter's main() calls them,
+// around the chapter's checks (plan_step) and its work. Returns the exit status.
+int run_demo(fa::Program& program, std::vector<std::string> args, const std::function<void(fa::Plan&)>& plan_step,
+             const std::function<std::optional<fa::Check>()>& work) {
+  std::vector<char*> argv{const_cast<char*>("demo")};
+  for (auto& a : args) argv.push_back(a.data());
+  try {
+    program.parse(static_cast<int>(argv.size()), argv.data());
+    fa::Plan plan;
+    plan_step(plan);
+    program.check(plan);
+    program.start(std::nullopt);
+    return program.finish(work());
+  } catch (...) {
+    return program.exit_on_error();
+  }
+}
+
+}  // namespace
+
 TEST_CASE("a demo's exit status: 0 for PASS, 1 for FAIL or an error, 2 for a refusal before any work", "[common]") {
   auto run = [](std::vector<std::string> args, std::function<std::optional<fa::Check>()> body) {
     fa::Program program(4, "test");
     std::uint64_t n = 1;
     fa::cli::add_size(program.app(), "--n", n, "a size");
-    std::vector<char*> argv{const_cast<char*>("demo")};
-    for (auto& a : args) argv.push_back(a.data());
-    return program.run(
-        static_cast<int>(argv.size()), argv.data(), [](fa::Plan&) { return std::optional<fa::Banner>(); }, body);
+    return run_demo(
+        program, std::move(args), [](fa::Plan&) {}, body);
   };
   CHECK(run({}, [] { return sample("04", true); }) == 0);
   CHECK(run({}, [] { return sample("04", false); }) == 1);  // FAIL exits with status 1
@@ -175,13 +195,10 @@ int run_with_files(std::vector<std::string> args, const std::function<std::optio
   fa::Output& out = program.add_output("--out", "O");
   std::string input;
   program.app().add_option("--in", input, "an input file");
-  std::vector<char*> argv{const_cast<char*>("demo")};
-  for (auto& a : args) argv.push_back(a.data());
-  const auto before_work = [&](fa::Plan& plan) -> std::optional<fa::Banner> {
+  const auto plan_step = [&](fa::Plan& plan) {
     if (!input.empty()) plan.add_input("--in", input);
-    return std::nullopt;
   };
-  return program.run(static_cast<int>(argv.size()), argv.data(), before_work, [&] { return work(out); });
+  return run_demo(program, std::move(args), plan_step, [&] { return work(out); });
 }
 
 }  // namespace

@@ -28,7 +28,7 @@
 
 #include "catch.h"
 #include "chapters/03_online_weighted_sum/online_weighted_sum.h"
-#include "chapters/05_flash_attention_2/traffic_table.h"
+#include "chapters/05_flash_attention_2/lab/traffic_table.h"
 #include "figures/figures.h"
 
 #ifndef FA_SOURCE_DIR

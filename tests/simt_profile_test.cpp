@@ -11,7 +11,7 @@
 
 #include "catch.h"
 #include "chapters/05_flash_attention_2/flash_attention_2.h"
-#include "chapters/05_flash_attention_2/traffic_model.h"
+#include "chapters/05_flash_attention_2/lab/traffic_model.h"
 #include "common/random.h"
 #include "common/simt/profile.h"
 #include "common/simt/profile_count.h"

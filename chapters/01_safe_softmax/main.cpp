@@ -84,12 +84,14 @@ int main(int argc, char** argv) {
   fa::cli::add_number_list(program.app(), "--scores", scores,
                            "comma-separated scores to run in float and in double, e.g. 1,3,5,2")
       ->default_str("the two overflow examples");
-  const auto before_work = [&](fa::Plan&) -> std::optional<fa::Banner> {
-    return fa::Banner{"safe softmax",
-                      R"(p_i = exp(x_i - max) / sum_j exp(x_j - max): the same weights as exp(x_i) / sum_j exp(x_j),
-but no exp() ever sees a positive argument, so nothing overflows.)"};
-  };
-  return program.run(argc, argv, before_work, [&]() -> std::optional<fa::Check> {
+  try {
+    program.parse(argc, argv);
+    program.check(fa::Plan{});
+    program.start(
+        fa::Banner{"safe softmax",
+                   R"(p_i = exp(x_i - max) / sum_j exp(x_j - max): the same weights as exp(x_i) / sum_j exp(x_j),
+but no exp() ever sees a positive argument, so nothing overflows.)"});
+
     RowError in_double, in_float;
     if (!scores.empty()) {
       in_double = show<double>("double", scores);
@@ -103,9 +105,12 @@ but no exp() ever sees a positive argument, so nothing overflows.)"};
           "\nThe safe weights are exp(0) / (1 + exp(-1)) = 0.731059 and exp(-1) / (1 + exp(-1)) = 0.268941,\n"
           "whatever constant is added to both scores.\n");
     }
-    return fa::Check{"01", "safe softmax vs the definition in long double",
-                     fmt::format("{}, {} (max rel)", error_text("double", in_double), error_text("float", in_float)),
-                     fmt::format("{:.1e}, {:.1e}", in_double.bound, in_float.bound),
-                     in_double.max_rel <= in_double.bound && in_float.max_rel <= in_float.bound};
-  });
+    return program.finish(
+        fa::Check{"01", "safe softmax vs the definition in long double",
+                  fmt::format("{}, {} (max rel)", error_text("double", in_double), error_text("float", in_float)),
+                  fmt::format("{:.1e}, {:.1e}", in_double.bound, in_float.bound),
+                  in_double.max_rel <= in_double.bound && in_float.max_rel <= in_float.bound});
+  } catch (...) {
+    return program.exit_on_error();
+  }
 }

@@ -188,32 +188,37 @@ rescaled by exp(m - m_new) when the max rises.)");
   fa::cli::add_integer(app, "--block", block, "scores per block (1: one score at a time)");
   fa::cli::add_integer(app, "--n", n, "number of random scores for the agreement with chapter 01", 1, 1000000000);
   fa::cli::add_integer(app, "--seed", seed, "seed of the random scores", 0);
-  const auto before_work = [&](fa::Plan& plan) -> std::optional<fa::Banner> {
-    if (trace_only) return std::nullopt;
+  try {
+    program.parse(argc, argv);
+    fa::Plan plan;
     // At the peak: the scores (double), the exact weights (long double, 16 bytes), and one row of the
     // agreement table's scores, online weights and chapter 01's weights in double.
-    plan.memory.add("the random scores and their weights", fa::saturating_mul(8 + 16 + 3 * 8, n));
-    return fa::Banner{"online softmax",
-                      R"(One pass keeps the max m and the sum l = sum_j exp(x_j - m) of the scores seen so far.
-When the max rises from m to m_new, every term already in l is too large by the same
-factor exp(m_new - m), so l is multiplied by rescale = exp(m - m_new): the bars shrink together.)"};
-  };
-  return program.run(argc, argv, before_work, [&]() -> std::optional<fa::Check> {
+    if (!trace_only) plan.memory.add("the random scores and their weights", fa::saturating_mul(8 + 16 + 3 * 8, n));
+    program.check(plan);
+
     if (trace_only) {
+      program.start(std::nullopt);
       const TraceCheck traced = print_trace(scores, block);
       const double bound = ch02::order_bound<double>(scores.size());
       std::string error = fmt::format("double {:.2g} (max rel)", traced.vs_ch01);
       if (!traced.nonfinite.empty()) error += fmt::format(", {}", traced.nonfinite);
-      return fa::Check{"02", "online softmax vs ch01, the traced scores", error, fmt::format("{:.1e}", bound),
-                       traced.vs_ch01 <= bound};
+      return program.finish(fa::Check{"02", "online softmax vs ch01, the traced scores", error,
+                                      fmt::format("{:.1e}", bound), traced.vs_ch01 <= bound});
     }
+    program.start(fa::Banner{"online softmax",
+                             R"(One pass keeps the max m and the sum l = sum_j exp(x_j - m) of the scores seen so far.
+When the max rises from m to m_new, every term already in l is too large by the same
+factor exp(m_new - m), so l is multiplied by rescale = exp(m - m_new): the bars shrink together.)"});
     print_trace(scores, block);
     fmt::print("\n");
     const Agreement worst = print_agreement(n, seed, block);
     const double bound_double = ch02::order_bound<double>(n), bound_float = ch02::order_bound<float>(n);
-    return fa::Check{"02", fmt::format("online softmax vs ch01, {} block sizes", worst.block_sizes),
-                     fmt::format("double {:.2g}, float {:.2g} (max rel)", worst.in_double, worst.in_float),
-                     fmt::format("{:.1e}, {:.1e}", bound_double, bound_float),
-                     worst.in_double <= bound_double && worst.in_float <= bound_float};
-  });
+    return program.finish(
+        fa::Check{"02", fmt::format("online softmax vs ch01, {} block sizes", worst.block_sizes),
+                  fmt::format("double {:.2g}, float {:.2g} (max rel)", worst.in_double, worst.in_float),
+                  fmt::format("{:.1e}, {:.1e}", bound_double, bound_float),
+                  worst.in_double <= bound_double && worst.in_float <= bound_float});
+  } catch (...) {
+    return program.exit_on_error();
+  }
 }

@@ -30,7 +30,7 @@
 // block == 0 throws std::invalid_argument. One guard that the maths does not need: while every score
 // so far is -inf, m_new is -inf, and exp(m - m_new) and exp(x_j - m_new) would be exp(-inf - -inf),
 // that is exp(NaN). Lines 3 and 4 measure against m_safe = safe_max(m_new) instead: 0 in that case,
-// so every term is exp(-inf) = 0 and l stays 0. Chapters 03, 04 and 05 write the same guard.
+// so every term is exp(-inf) = 0 and l stays 0. Chapters 03 to 06, 08 and 09 write the same guard.
 //
 // Source: M. Milakov and N. Gimelshein, "Online normalizer calculation for softmax",
 // arXiv:1805.02867 (2018), section 3 (the online normalizer, one element at a time); the blocked

@@ -225,8 +225,10 @@ un-scaled weighted sum carried across blocks of keys), then whole attention on t
   app.add_flag("--causal", f.causal, "attention: causal mask, aligned to the bottom right");
   fa::cli::add_scale(app, "--scale", f.scale, "attention: scale of Q K^T");
   fa::cli::add_integer(app, "--seed", f.seed, "attention: seed of the random Q, K, V", 0);
-  ValueRows values;
-  const auto before_work = [&](fa::Plan& plan) -> std::optional<fa::Banner> {
+  try {
+    program.parse(argc, argv);
+    fa::Plan plan;
+    ValueRows values;
     if (values_text.empty()) {
       for (std::size_t j = 0; j < scores.size(); ++j) values.flat.push_back(10.0 * static_cast<double>(j + 1));
       values.rows = scores.size();
@@ -241,13 +243,15 @@ un-scaled weighted sum carried across blocks of keys), then whole attention on t
     const fa::AttentionCounts n = fa::attention_counts(f.shape);
     plan.memory.add("Q, K, V (float64)", fa::bytes_of(sizeof(double) * (n.q + 2 * n.k)));
     plan.memory.add("attention and its all-at-once reference", fa::saturating_mul(2, ch03::memory_needed(f.shape)));
-    return fa::Banner{"the online weighted sum",
-                      R"(o = sum_j softmax(s)_j v_j with the keys taken a block at a time. Carried across blocks: the
+    program.check(plan);
+
+    program.start(
+        fa::Banner{"the online weighted sum",
+                   R"(o = sum_j softmax(s)_j v_j with the keys taken a block at a time. Carried across blocks: the
 max m, the sum l and the un-scaled weighted sum acc; when the max rises, l and acc are both
 multiplied by rescale = exp(m_old - m_new); acc is divided by l once, after the last block.
-(Line numbers refer to chapters/03_online_weighted_sum/online_weighted_sum.h.))"};
-  };
-  return program.run(argc, argv, before_work, [&]() -> std::optional<fa::Check> {
+(Line numbers refer to chapters/03_online_weighted_sum/online_weighted_sum.h.))"});
+
     const QueryResult query = print_trace(
         scores, fa::MatrixView<const double>(std::span<const double>(values.flat), values.rows, values.cols), block);
     const AttentionDifference attention = print_attention(f, block);
@@ -270,6 +274,8 @@ multiplied by rescale = exp(m_old - m_new); acc is divided by l once, after the 
       error += fmt::format(", 28.9847: {:.2g}", example_error);
       bound += fmt::format(", {:.0e}", ch03::kWorkedExampleBound);
     }
-    return fa::Check{"03", checked, error, bound, pass};
-  });
+    return program.finish(fa::Check{"03", checked, error, bound, pass});
+  } catch (...) {
+    return program.exit_on_error();
+  }
 }

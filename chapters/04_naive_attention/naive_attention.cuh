@@ -19,10 +19,10 @@
 // Causal mask: query i sees keys j <= i + seq_len_k - seq_len_q (bottom-right aligned, as in
 // FlashAttention 2.1+); a row that sees no key gets P = 0 and O = 0.
 //
-// This file is compiled twice (add_kernels in cmake/Chapters.cmake): by the host compiler through
-// common/simt (namespace ch04::cpu) and by nvcc (namespace ch04::gpu). Nothing else includes it;
-// the rest of the program calls it through naive_attention.h, which declares its two entry points
-// (run_naive_attention, launch_naive_attention, at the end of this file).
+// This file is compiled into three builds (add_kernels in cmake/Chapters.cmake): by the host compiler through
+// common/simt (ch04::cpu), again with every memory access seen by simt's profile and race checker (ch04::cpu_profiled,
+// for --profile and --racecheck), and by nvcc (ch04::gpu). naive_attention.h declares its two entry points
+// (run_naive_attention, launch_naive_attention, at the end of this file) and picks the build that runs.
 //
 // Source: Dao et al. 2022, FlashAttention, section 2.2 (standard attention: S and P written to and read
 // back from HBM, four passes over N^2 numbers) and
@@ -160,8 +160,8 @@ void launch_naive_attention(const float* Q, const float* K, const float* V, floa
 Result run_naive_attention(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K, const fa::Tensor4<float>& V,
                            const fa::DeviceProblem& problem) {
   const std::size_t scores = static_cast<std::size_t>(problem.batch_heads) * problem.seq_len_q * problem.seq_len_k;
-  simt::DeviceBuffer<float> dQ(std::span<const float>(Q.values)), dK(std::span<const float>(K.values)),
-      dV(std::span<const float>(V.values));
+  const auto dQ = simt::to_device<float>(Q.values), dK = simt::to_device<float>(K.values),
+             dV = simt::to_device<float>(V.values);
   simt::DeviceBuffer<float> dS(scores), dP(scores), dO(Q.values.size());
   // NaN, and unwritten for simt's race checker, which reports a kernel's read of it (racecheck.h).
   dS.poison();
@@ -171,9 +171,8 @@ Result run_naive_attention(const fa::Tensor4<float>& Q, const fa::Tensor4<float>
   const auto start = std::chrono::steady_clock::now();
   launch_naive_attention(dQ.data(), dK.data(), dV.data(), dS.data(), dP.data(), dO.data(), problem,
                          simt::LaunchMode::synchronous);
-  const std::chrono::duration<double, std::milli> elapsed = std::chrono::steady_clock::now() - start;
-
-  return {fa::Tensor4<float>(Q.shape, dO.to_host()), dS.to_host(), dP.to_host(), elapsed.count()};
+  const double elapsed_ms = fa::milliseconds_since(start);
+  return {fa::Tensor4<float>(Q.shape, dO.to_host()), dS.to_host(), dP.to_host(), elapsed_ms};
 }
 
 }  // namespace ch04::SIMT_BACKEND

@@ -1,9 +1,10 @@
 // Chapter 04's host API: attention as three kernels (naive_attention.cuh), on the CPU through
 // common/simt or on an NVIDIA GPU, chosen at run time.
 //
-// The path of one run: naive_attention() below checks the problem (check_problem), then calls the
-// kernels' run of the chosen backend, defined in naive_attention.cuh, which copies the inputs to the
-// device, launches the three kernels and brings O, S, P and the time back.
+// The road of one run: main.cpp calls naive_attention() below, which checks the problem
+// (check_problem) and calls run_naive_attention of the build that runs on the device
+// (fa::build_for); that run, in naive_attention.cuh, puts Q, K and V on the device, launches the
+// three kernels and brings O, S, P and the time back.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +17,6 @@
 #include "common/chapter.h"
 #include "common/memory.h"
 #include "common/simt/launch_mode.h"
-#include "common/simt/profiled_copy.h"
 #include "common/tensor.h"
 
 namespace ch04 {
@@ -33,10 +33,8 @@ struct Result {
   double elapsed_ms = 0;  // wall time of the three launches, kernels finished (fa::KernelRun)
 };
 
-// The kernels' two entry points, compiled once per backend from naive_attention.cuh (add_kernels,
-// cmake/Chapters.cmake): ch04::cpu (common/simt; always built), ch04::gpu (nvcc; where
-// FA_HAVE_CUDA) and ch04::cpu_profiled (every memory access seen by simt's profile and race
-// checker, for --profile and --racecheck; where SIMT_PROFILED_KERNELS).
+// The kernels' two entry points, compiled into each build of naive_attention.cuh (ch04::cpu,
+// ch04::cpu_profiled, ch04::gpu: fa::Builds, common/chapter.h).
 //   Run:     host data in, host data out: the path of naive_attention().
 //   Launch:  the three launches on memory already on the GPU, waiting for the kernels or not as
 //            `mode` says (common/simt/launch_mode.h): what the GPU benchmark times. S and P hold
@@ -96,13 +94,7 @@ inline std::uint64_t memory_needed(const fa::AttentionShape& s) {
 inline Result naive_attention(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K, const fa::Tensor4<float>& V,
                               const Options& options = {}, fa::Device device = fa::Device::cpu) {
   const fa::DeviceProblem problem = check_problem(fa::check_attention_shapes(Q.shape, K.shape, V.shape), options);
-  const auto on_cpu = [&] {
-#if SIMT_PROFILED_KERNELS  // while simt's profile or race checker is on, the copy whose accesses it sees
-    if (simt::use_profiled_copy()) return cpu_profiled::run_naive_attention(Q, K, V, problem);
-#endif
-    return cpu::run_naive_attention(Q, K, V, problem);
-  };
-  return fa::run_on(device, on_cpu, [&] { return gpu::run_naive_attention(Q, K, V, problem); });
+  return fa::build_for(device, FA_BUILDS(ch04, run_naive_attention))(Q, K, V, problem);
 }
 
 }  // namespace ch04

@@ -33,10 +33,10 @@
 // Agreement with chapter 04: line 8 sums q[d] * k[d] in the same order (d = 0, 1, ...) and scales
 // afterwards, exactly as ch04's scores_kernel does, so both kernels see the same S bit for bit.
 //
-// This file is compiled twice (add_kernels in cmake/Chapters.cmake): by the host compiler through
-// common/simt (namespace ch05::cpu) and by nvcc (namespace ch05::gpu). Nothing else includes it;
-// the rest of the program calls it through flash_attention_2.h, which declares its two entry points
-// (run_flash_attention_2, launch_flash_attention_2, at the end of this file).
+// This file is compiled into three builds (add_kernels in cmake/Chapters.cmake): by the host compiler through
+// common/simt (ch05::cpu), again with every memory access seen by simt's profile and race checker (ch05::cpu_profiled,
+// for --profile and --racecheck), and by nvcc (ch05::gpu). flash_attention_2.h declares its two entry points
+// (run_flash_attention_2, launch_flash_attention_2, at the end of this file) and picks the build that runs.
 //
 // Source: Dao 2023, FlashAttention-2 (arXiv:2307.08691), sections 3.1 and 3.2 and Algorithm 1;
 // Milakov and Gimelshein 2018 for the online softmax.
@@ -187,31 +187,50 @@ __global__ void flash_attention_2_kernel(const float* __restrict__ Q, const floa
   }
 }
 
-// The launch: the compiled instance for the problem's head_dim and tile (fa::dispatch), on memory
-// already on this backend's device, waiting for it or not as `mode` says (common/simt/launch_mode.h).
-// Above 48 KiB of shared memory a GPU needs the kernel's opt-in first (a runtime call the first time
-// only). Throws what simt::launch throws.
-void launch_flash_attention_2(const float* Q, const float* K, const float* V, float* O, float* L,
-                              const fa::DeviceProblem& problem, simt::LaunchMode mode) {
-  fa::dispatch<kCompiled>(problem, [&]<fa::KernelShape k>() {
-    constexpr int Br = k.tile.Br, Bc = k.tile.Bc;
-    constexpr auto kernel = flash_attention_2_kernel<k.head_dim, Br, Bc>;
-    const std::size_t bytes = shared_floats(k.head_dim, Br, Bc) * sizeof(float);
-    simt::set_max_dynamic_shared_bytes<kernel>(bytes);
-    const dim3 grid(static_cast<unsigned>((problem.seq_len_q + Br - 1) / Br),
-                    static_cast<unsigned>(problem.batch_heads));
-    simt::launch<kernel>(mode, grid, dim3(Br * kThreadsPerRow), bytes, Q, K, V, O, L, problem.seq_len_q,
-                         problem.seq_len_k, problem.scale, problem.causal);
-  });
+// One compiled instance, launched on memory already on this backend's device, waiting for it or not
+// as `mode` says (common/simt/launch_mode.h). Grid: (ceil(seq_len_q / Br), batch * heads); block:
+// Br * 4 threads. Above 48 KiB of shared memory a GPU needs the kernel's opt-in first (a runtime call
+// the first time only). Throws what simt::launch throws.
+template <fa::KernelShape k>
+void launch_instance(const float* Q, const float* K, const float* V, float* O, float* L,
+                     const fa::DeviceProblem& problem, simt::LaunchMode mode) {
+  constexpr int Br = k.tile.Br, Bc = k.tile.Bc;
+  constexpr auto kernel = flash_attention_2_kernel<k.head_dim, Br, Bc>;
+  const std::size_t bytes = shared_floats(k.head_dim, Br, Bc) * sizeof(float);
+  simt::set_max_dynamic_shared_bytes<kernel>(bytes);
+  const dim3 grid(static_cast<unsigned>((problem.seq_len_q + Br - 1) / Br), static_cast<unsigned>(problem.batch_heads));
+  simt::launch<kernel>(mode, grid, dim3(Br * kThreadsPerRow), bytes, Q, K, V, O, L, problem.seq_len_q,
+                       problem.seq_len_k, problem.scale, problem.causal);
 }
 
-// Host data in, host data out: Q, K, V to the device, O and L filled with NaN, the launch, O and L back.
+// Every compiled instance's launch, in kCompiled's order.
+template <std::size_t... n>
+constexpr auto instances(std::index_sequence<n...>) {
+  return std::array{&launch_instance<kCompiled[n]>...};
+}
+inline constexpr auto kInstances = instances(std::make_index_sequence<kCompiled.size()>{});
+
+// The launch of the instance compiled for the problem's head_dim and tile (fa::compiled_index).
+void launch_flash_attention_2(const float* Q, const float* K, const float* V, float* O, float* L,
+                              const fa::DeviceProblem& problem, simt::LaunchMode mode) {
+  kInstances[fa::compiled_index(problem, kCompiled)](Q, K, V, O, L, problem, mode);
+}
+
+// Host data in, host data out: Q, K, V to the device, O and L filled with NaN (DeviceBuffer::poison:
+// an element the kernel does not write cannot pass for a result, and simt's race checker reports a
+// read of one), the launch, O and L back.
 Result run_flash_attention_2(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K, const fa::Tensor4<float>& V,
                              const fa::DeviceProblem& problem) {
-  return fa::run_forward<float, simt::DeviceBuffer>(
-      Q, K, V, [&](const float* q, const float* k, const float* v, float* o, float* l) {
-        launch_flash_attention_2(q, k, v, o, l, problem, simt::LaunchMode::synchronous);
-      });
+  const auto q = simt::to_device<float>(Q.values), k = simt::to_device<float>(K.values),
+             v = simt::to_device<float>(V.values);
+  simt::DeviceBuffer<float> o(Q.values.size()), l(Q.shape.batch * Q.shape.heads * Q.shape.seq_len);
+  o.poison();
+  l.poison();
+
+  const auto start = std::chrono::steady_clock::now();
+  launch_flash_attention_2(q.data(), k.data(), v.data(), o.data(), l.data(), problem, simt::LaunchMode::synchronous);
+  const double elapsed_ms = fa::milliseconds_since(start);
+  return {fa::Tensor4<float>(Q.shape, o.to_host()), l.to_host(), elapsed_ms};
 }
 
 }  // namespace ch05::SIMT_BACKEND

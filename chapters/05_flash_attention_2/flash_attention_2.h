@@ -1,10 +1,10 @@
 // Chapter 05's host API: the FlashAttention-2 forward kernel (flash_attention_2.cuh), on the CPU
 // through common/simt or on an NVIDIA GPU, chosen at run time.
 //
-// The path of one run: flash_attention_2() below checks the problem (check_problem), then calls the
-// kernel's run of the chosen backend, defined in flash_attention_2.cuh, which launches the compiled
-// instance for head_dim and the tile (common/chapter.h, fa::dispatch) and brings O, L and the time
-// back (fa::KernelRun).
+// The road of one run: main.cpp calls flash_attention_2() below, which checks the problem
+// (check_problem) and calls run_flash_attention_2 of the build that runs on the device
+// (fa::build_for); that run, in flash_attention_2.cuh, puts Q, K and V on the device, launches the
+// compiled instance for head_dim and the tile, and brings O, L and the time back (fa::KernelRun).
 #pragma once
 
 #include <array>
@@ -14,7 +14,6 @@
 #include "common/chapter.h"
 #include "common/memory.h"
 #include "common/simt/launch_mode.h"
-#include "common/simt/profiled_copy.h"
 #include "common/tensor.h"
 
 namespace ch05 {
@@ -36,12 +35,10 @@ struct Options {
 // that sees no key) and the wall time of the launch.
 using Result = fa::KernelRun;
 
-// The kernel's two entry points, compiled once per backend from flash_attention_2.cuh
-// (add_kernels, cmake/Chapters.cmake): ch05::cpu (common/simt; always built), ch05::gpu (nvcc; where
-// FA_HAVE_CUDA) and ch05::cpu_profiled (every memory access seen by simt's profile and race
-// checker, for --profile and --racecheck; where SIMT_PROFILED_KERNELS). head_dim and the tile must be among kCompiled
-// (check_problem refuses anything else first).
-//   Run:     host data in, host data out (fa::run_forward): the path of flash_attention_2().
+// The kernel's two entry points, compiled into each build of flash_attention_2.cuh (ch05::cpu,
+// ch05::cpu_profiled, ch05::gpu: fa::Builds, common/chapter.h). head_dim and the tile must be among
+// kCompiled (check_problem refuses anything else first).
+//   Run:     host data in, host data out: the path of flash_attention_2().
 //   Launch:  on memory already on the GPU, waiting for the kernel or not as `mode` says
 //            (common/simt/launch_mode.h): what the GPU benchmarks time.
 using Run = Result(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K, const fa::Tensor4<float>& V,
@@ -85,13 +82,7 @@ inline std::uint64_t memory_needed(const fa::AttentionShape& s) {
 inline Result flash_attention_2(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K, const fa::Tensor4<float>& V,
                                 const Options& options = {}, fa::Device device = fa::Device::cpu) {
   const fa::DeviceProblem problem = check_problem(fa::check_attention_shapes(Q.shape, K.shape, V.shape), options);
-  const auto on_cpu = [&] {
-#if SIMT_PROFILED_KERNELS  // while simt's profile or race checker is on, the copy whose accesses it sees
-    if (simt::use_profiled_copy()) return cpu_profiled::run_flash_attention_2(Q, K, V, problem);
-#endif
-    return cpu::run_flash_attention_2(Q, K, V, problem);
-  };
-  return fa::run_on(device, on_cpu, [&] { return gpu::run_flash_attention_2(Q, K, V, problem); });
+  return fa::build_for(device, FA_BUILDS(ch05, run_flash_attention_2))(Q, K, V, problem);
 }
 
 }  // namespace ch05

@@ -9,7 +9,7 @@
 //   ch05_flash_attention_2 --summary tour.tsv             ... and append the check to tour.tsv
 //
 // The check at the end: O against chapter 04's O, and L against the log-sum-exp of chapter 04's
-// rows of S, within the bounds of agreement.h (the tests use the same); and O and L against chapter
+// rows of S, within the bounds of lab/vs_chapter_04.h (the tests use the same); and O and L against chapter
 // 03 in double on a sample of rows, the recurrence this kernel runs, within the same bounds. Where
 // chapter 04 cannot run the problem (its S and P would not fit, or pass its kernels' limits),
 // against chapter 03 alone; the demo says so before it starts.
@@ -23,12 +23,12 @@
 #include <CLI/CLI.hpp>
 
 #include "chapters/03_online_weighted_sum/attention.h"
-#include "chapters/04_naive_attention/agreement.h"
+#include "chapters/04_naive_attention/lab/vs_chapter_03.h"
 #include "chapters/04_naive_attention/naive_attention.h"
-#include "chapters/05_flash_attention_2/agreement.h"
 #include "chapters/05_flash_attention_2/flash_attention_2.h"
-#include "chapters/05_flash_attention_2/profile_report.h"
-#include "chapters/05_flash_attention_2/traffic_table.h"
+#include "chapters/05_flash_attention_2/lab/profile_report.h"
+#include "chapters/05_flash_attention_2/lab/traffic_table.h"
+#include "chapters/05_flash_attention_2/lab/vs_chapter_04.h"
 #include "common/chapter.h"
 #include "common/profile_cli.h"
 #include "common/simt/progress.h"
@@ -62,7 +62,7 @@ std::optional<std::string> why_no_chapter_04(const fa::AttentionShape& shape, co
 }
 
 // O and L of chapter 03 (float64) on a sample of rows, and this kernel's O and L on the same rows,
-// compared: O in relative L2, L row by row with agreement.h's bound, which against float64 scores
+// compared: O in relative L2, L row by row with lab/vs_chapter_04.h's bound, which against float64 scores
 // gains twice the plain float32 evaluation's error of each row's L (common/tolerance.h's rule).
 struct AgainstChapter03 {
   std::size_t rows = 0;
@@ -118,43 +118,15 @@ int main(int argc, char** argv) {
   program.summary_option()->excludes(traffic_flag);
   out.option()->excludes(traffic_flag);
 
-  ch05::Options options;  // from the flags, once they are parsed
-  ch04::Options naive_options;
-  fa::Device device{};
-  fa::AttentionShape shape;
-  std::optional<std::string> no_chapter_04;
-
-  // Everything this run needs, checked before anything is allocated.
-  const auto before_work = [&](fa::Plan& plan) -> std::optional<fa::Banner> {
+  try {
+    program.parse(argc, argv);
     if (traffic) {
-      return fa::Banner{"the HBM traffic model",
-                        R"(Bytes moved between HBM (the GPU's memory) and the chip by one head's forward pass, from the
+      program.start(
+          fa::Banner{"the HBM traffic model",
+                     R"(Bytes moved between HBM (the GPU's memory) and the chip by one head's forward pass, from the
 model in traffic_model.h: standard attention, which writes S and P and reads them back;
 FlashAttention-2 when no re-read of K and V hits the L2 cache; and the floor, every value
-read or written once.)"};
-    }
-    options = {flags.scale, flags.causal, tile};
-    naive_options = {flags.scale, flags.causal};
-    device = flags.chosen_device();
-    shape = flags.plan(plan);
-    (void)ch05::check_problem(shape, options);
-    plan.memory.add("this chapter's kernel (Q, K, V, O, L and the copies back)", ch05::memory_needed(shape));
-    plan.memory.add("chapter 03's reference on a sample of rows (float64)",
-                    fa::saturating_mul(2 * 8 * kReferenceRows, fa::saturating_add(shape.head_dim, 1)));
-    no_chapter_04 = why_no_chapter_04(shape, naive_options, plan.memory);
-    if (!no_chapter_04) plan.memory.add("chapter 04's kernels (with S and P)", ch04::memory_needed(shape));
-    return fa::Banner{
-        fmt::format("FlashAttention-2: Br = {} query rows per block, K and V streamed in tiles of Bc = {}", tile.Br,
-                    tile.Bc),
-        R"(One kernel: each thread block holds Br query rows with their running max m, sum l and un-scaled
-output, and streams K and V through shared memory in tiles of Bc keys, folding each tile in with
-chapter 03's recurrence. S and P exist only a tile at a time, on chip. O is compared with chapter
-04's three kernels on the same inputs, and L = m + log(l) with the log-sum-exp of chapter 04's S;
-both also with chapter 03 (float64) on a sample of rows.)"};
-  };
-
-  return program.run(argc, argv, before_work, [&]() -> std::optional<fa::Check> {
-    if (traffic) {
+read or written once.)"});
       const bool custom = app.count("--seq") + app.count("--head-dim") + app.count("--br") + app.count("--bytes") > 0;
       if (!custom) {
         fmt::print("{}", ch05::format_traffic_table(ch05::traffic_table_cases()));
@@ -169,30 +141,46 @@ both also with chapter 03 (float64) on a sample of rows.)"};
                                   4};
         fmt::print("{}", ch05::format_traffic_table(std::vector<ch05::TrafficCase>{c}));
       }
-      return std::nullopt;
+      return program.finish(std::nullopt);
     }
+
+    // Everything this run needs, checked before anything is allocated.
+    const ch05::Options options{flags.scale, flags.causal, tile};
+    const ch04::Options naive_options{flags.scale, flags.causal};
+    const fa::Device device = flags.chosen_device();
+    fa::Plan plan;
+    const fa::AttentionShape shape = flags.plan(plan);
+    (void)ch05::check_problem(shape, options);
+    plan.memory.add("this chapter's kernel (Q, K, V, O, L and the copies back)", ch05::memory_needed(shape));
+    plan.memory.add("chapter 03's reference on a sample of rows (float64)",
+                    fa::saturating_mul(2 * 8 * kReferenceRows, fa::saturating_add(shape.head_dim, 1)));
+    const std::optional<std::string> no_chapter_04 = why_no_chapter_04(shape, naive_options, plan.memory);
+    if (!no_chapter_04) plan.memory.add("chapter 04's kernels (with S and P)", ch04::memory_needed(shape));
+    program.check(plan);
+
+    program.start(
+        fa::Banner{fmt::format("FlashAttention-2: Br = {} query rows per block, K and V streamed in tiles of Bc = {}",
+                               tile.Br, tile.Bc),
+                   R"(One kernel: each thread block holds Br query rows with their running max m, sum l and un-scaled
+output, and streams K and V through shared memory in tiles of Bc keys, folding each tile in with
+chapter 03's recurrence. S and P exist only a tile at a time, on chip. O is compared with chapter
+04's three kernels on the same inputs, and L = m + log(l) with the log-sum-exp of chapter 04's S;
+both also with chapter 03 (float64) on a sample of rows.)"});
 
     if (no_chapter_04) {
       fmt::print(
           "Chapter 04 cannot run this problem: {}.\nSo O and L are compared with chapter 03 (float64) alone.\n\n",
           *no_chapter_04);
     }
-    const double flops = 4.0 * static_cast<double>(shape.batch * shape.heads) * static_cast<double>(shape.seq_len_q) *
-                         static_cast<double>(shape.seq_len_k) * static_cast<double>(shape.head_dim);
     const double rate =
         no_chapter_04 ? kFlashFlopsPerSecond : 1.0 / (1.0 / kFlashFlopsPerSecond + 1.0 / kNaiveFlopsPerSecond);
-    const bool long_run = device == fa::Device::cpu && fa::announce_long_run(flops, rate);
+    const bool long_run = device == fa::Device::cpu && fa::announce_long_run(fa::forward_flops(shape), rate);
     const fa::AttentionFlags::Inputs in = flags.load();
-    fmt::print("Q {}, K and V with seq_len {}{}; inputs: {}; device: {}\n\n", in.Q.shape.str(), shape.seq_len_k,
-               flags.causal ? ", causal" : "", in.origin, fa::to_string(device));
-    const auto with_progress = [&](const char* label, const auto& run) {
-      const std::optional<simt::ShowProgress> progress =
-          long_run ? std::optional<simt::ShowProgress>(std::in_place, label) : std::nullopt;
-      return run();
-    };
+    fmt::print("{}\n\n", flags.describe(in, device));
 
-    ch05::Result flash =
-        with_progress("FlashAttention-2", [&] { return ch05::flash_attention_2(in.Q, in.K, in.V, options, device); });
+    simt::ShowProgress progress("FlashAttention-2", long_run);
+    ch05::Result flash = ch05::flash_attention_2(in.Q, in.K, in.V, options, device);
+    progress.stop();
     fmt::print("{}",
                ch05::format_profile_beside_model(fa::end_profile(), in.Q.shape, shape.seq_len_k, tile, flags.causal));
     const ch03::AttentionOptions reference_options{.scale = flags.scale, .causal = flags.causal};
@@ -203,8 +191,9 @@ both also with chapter 03 (float64) on a sample of rows.)"};
     std::string error = fa::error_field("O", ch03.O);
     double L_error = ch03.L.error, L_bound = ch03.L.bound;
     if (!no_chapter_04) {
-      const ch04::Result naive = with_progress(
-          "chapter 04's kernels", [&] { return ch04::naive_attention(in.Q, in.K, in.V, naive_options, device); });
+      simt::ShowProgress naive_progress("chapter 04's kernels", long_run);
+      const ch04::Result naive = ch04::naive_attention(in.Q, in.K, in.V, naive_options, device);
+      naive_progress.stop();
       fmt::print(
           "time: {:.3f} ms for FlashAttention-2, {:.3f} ms for chapter 04's three kernels ({}; wall "
           "clock of one run, not a benchmark)\n",
@@ -248,9 +237,11 @@ both also with chapter 03 (float64) on a sample of rows.)"};
                  ch05::format_traffic_table(std::vector<ch05::TrafficCase>{model}));
     }
     out.write(std::move(flash.O));
-    return fa::Check{"05",
-                     fmt::format("FlashAttention-2 ({}, {}) {}", fa::to_string(device), fa::tile_name(tile), checked),
-                     fmt::format("{}, L {:.2g}", error, L_error),
-                     fmt::format("{}, {:.1e}", fa::bound_text(agreement.bound), L_bound), pass && !overflowed};
-  });
+    return program.finish(fa::Check{
+        "05", fmt::format("FlashAttention-2 ({}, {}) {}", fa::to_string(device), fa::tile_name(tile), checked),
+        fmt::format("{}, L {:.2g}", error, L_error),
+        fmt::format("{}, {:.1e}", fa::bound_text(agreement.bound), L_bound), pass && !overflowed});
+  } catch (...) {
+    return program.exit_on_error();
+  }
 }

@@ -19,34 +19,10 @@
 #include <CLI/CLI.hpp>
 
 #include "chapters/05_flash_attention_2/flash_attention_2.h"
-#include "chapters/06_tensor_cores/error_budget.h"
+#include "chapters/05_flash_attention_2/lab/vs_chapter_04.h"
+#include "chapters/06_tensor_cores/lab/error_budget.h"
 #include "chapters/06_tensor_cores/tensor_cores.h"
 #include "common/chapter.h"
-
-namespace {
-
-// The row of L closest to its bound (error_budget.h's L_bounds): its error |L - L_05| and its
-// bound. A NaN, or an infinity on one side only, is an infinite error (common/compare.h).
-struct WorstL {
-  double error = 0.0;
-  double bound = 0.0;
-};
-
-WorstL worst_L(const std::vector<float>& L, const std::vector<float>& L_05, const std::vector<double>& bounds) {
-  WorstL worst{0.0, bounds.empty() ? 0.0 : bounds[0]};
-  double worst_ratio = -1.0;
-  for (std::size_t r = 0; r < L.size(); ++r) {
-    const double error = fa::abs_difference(L[r], L_05[r]);
-    const double ratio = error == 0.0 ? 0.0 : bounds[r] > 0.0 ? error / bounds[r] : INFINITY;
-    if (ratio > worst_ratio) {
-      worst_ratio = ratio;
-      worst = {error, bounds[r]};
-    }
-  }
-  return worst;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   fa::Program program(6, R"(Chapter 06: FlashAttention-2 on tensor cores (mma.sync m16n8k16, bf16 or fp16 inputs,
@@ -62,30 +38,29 @@ float32 accumulation), checked against chapter 05.)");
   app.add_option("--dtype", dtype_text, "element type of Q, K, V and O in the kernel")
       ->check(CLI::IsMember({"bf16", "fp16"}))
       ->capture_default_str();
-  fa::Device device{};
-  fa::AttentionShape shape;
-  ch06::ElementType element{};
-  std::optional<fa::AttentionFlags::Inputs> in;  // rounded to the element type
+  try {
+    program.parse(argc, argv);
 
-  // Everything this run needs, checked before anything is allocated or printed.
-  const auto before_work = [&](fa::Plan& plan) -> std::optional<fa::Banner> {
-    element = ch06::parse_element_type(dtype_text);
-    device = flags.chosen_device();
-    shape = flags.plan(plan);
+    // Everything this run needs, checked before anything is allocated or printed.
+    const ch06::ElementType element = ch06::parse_element_type(dtype_text);
+    const std::string type(ch06::to_string(element));
+    const fa::Device device = flags.chosen_device();
+    fa::Plan plan;
+    const fa::AttentionShape shape = flags.plan(plan);
     (void)ch06::check_problem(shape, {flags.scale, flags.causal, tile, element});
     (void)ch05::check_problem(shape, {flags.scale, flags.causal, {64, 64}});
     plan.memory.add("the rounded inputs and chapter 05's kernel (Q, K, V, O, L)", 2 * ch05::memory_needed(shape));
     plan.memory.add(
         "the error budget's two float64 evaluations of O",
         fa::saturating_mul(2 * sizeof(double), fa::saturating_mul(fa::attention_rows(shape), shape.head_dim)));
-    plan.load = [&] {  // the inputs, rounded: a value the element type cannot hold is refused here
-      in = flags.load();
-      in->Q = ch06::round_to(in->Q, element, "Q");
-      in->K = ch06::round_to(in->K, element, "K");
-      in->V = ch06::round_to(in->V, element, "V");
-    };
-    const std::string type(ch06::to_string(element));
-    return fa::Banner{
+    program.check(plan);
+    // The inputs, rounded: a value the element type cannot hold is refused here, before the banner.
+    fa::AttentionFlags::Inputs in = flags.load();
+    in.Q = ch06::round_to(in.Q, element, "Q");
+    in.K = ch06::round_to(in.K, element, "K");
+    in.V = ch06::round_to(in.V, element, "V");
+
+    program.start(fa::Banner{
         fmt::format("FlashAttention-2 on tensor cores: {}, Br = {} rows (32 per warp), Bc = {}", type, tile.Br,
                     tile.Bc),
         fmt::format(
@@ -94,14 +69,11 @@ as mma.sync fragments, S = Q K^T and O += P V are m16n8k16 products of {0} numbe
 float32, P goes from the accumulator registers straight into the next product's operand, and K, V
 arrive by cp.async into swizzled shared memory. O is compared with chapter 05's float32 kernel on
 the same inputs, within the error that {0} itself brings (FlashAttention's rule).)",
-            type)};
-  };
+            type)});
 
-  return program.run(argc, argv, before_work, [&]() -> std::optional<fa::Check> {
-    const fa::Tensor4<float>&Q = in->Q, &K = in->K, &V = in->V;
-    const std::string type(ch06::to_string(element));
+    const fa::Tensor4<float>&Q = in.Q, &K = in.K, &V = in.V;
     fmt::print("Q {}, K and V with seq_len {}{}; inputs: {}, rounded to {} (round to nearest even); device: {}\n\n",
-               Q.shape.str(), K.shape.seq_len, flags.causal ? ", causal" : "", in->origin, type, fa::to_string(device));
+               Q.shape.str(), K.shape.seq_len, flags.causal ? ", causal" : "", in.origin, type, fa::to_string(device));
 
     ch06::Result tc = ch06::tensor_core_attention(Q, K, V, {flags.scale, flags.causal, tile, element}, device);
     const ch05::Result f32 = ch05::flash_attention_2(Q, K, V, {flags.scale, flags.causal, {64, 64}}, device);
@@ -124,12 +96,15 @@ the same inputs, within the error that {0} itself brings (FlashAttention's rule)
     fmt::print("L against chapter 05's L: {}\n", fa::describe(err_L));
     const bool overflowed = fa::report_overflow("O", tc.O.values, {Q.values, K.values, V.values});
 
-    const WorstL L_worst = worst_L(tc.L, f32.L, ch06::L_bounds(Q, K, scale, f32.L));
+    const std::vector<double> L_05(f32.L.begin(), f32.L.end());
+    const ch05::WorstL L_worst = ch05::worst_row(tc.L, L_05, ch06::L_bounds(Q, K, scale, f32.L));
     out.write(std::move(tc.O));
-    return fa::Check{"06",
-                     fmt::format("tensor cores ({}, {}, {}) vs ch05", type, fa::to_string(device), fa::tile_name(tile)),
-                     fmt::format("{}, L {:.2g}", fa::error_field("O", err_O), L_worst.error),
-                     fmt::format("{}, {:.1e}", fa::bound_text(budget.bound, "{:.1e}"), L_worst.bound),
-                     fa::within(err_O, budget.bound) && fa::within(L_worst.error, L_worst.bound) && !overflowed};
-  });
+    return program.finish(fa::Check{
+        "06", fmt::format("tensor cores ({}, {}, {}) vs ch05", type, fa::to_string(device), fa::tile_name(tile)),
+        fmt::format("{}, L {:.2g}", fa::error_field("O", err_O), L_worst.error),
+        fmt::format("{}, {:.1e}", fa::bound_text(budget.bound, "{:.1e}"), L_worst.bound),
+        fa::within(err_O, budget.bound) && L_worst.pass && !overflowed});
+  } catch (...) {
+    return program.exit_on_error();
+  }
 }

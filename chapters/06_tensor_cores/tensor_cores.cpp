@@ -34,8 +34,8 @@ void check_fits(const fa::Tensor4<float>& x, ElementType element, std::string_vi
       // fp16's range ends at 65504, bf16's at 3.39e38, just short of float32's 3.40e38.
       throw std::invalid_argument(fmt::format(
           "{}[{}] = {} does not fit in {}: its largest finite value is {}", name, k, x.values[k], to_string(element),
-          element == ElementType::f16 ? "65504 (scale the inputs, or use bf16, whose range is float32's)"
-                                      : "3.39e38 (scale the inputs)"));
+          element == ElementType::fp16 ? "65504 (scale the inputs, or use bf16, whose range is float32's)"
+                                       : "3.39e38 (scale the inputs)"));
     }
   }
 }

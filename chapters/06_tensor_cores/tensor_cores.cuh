@@ -54,9 +54,9 @@
 // For d = 128, Br = 128, Bc = 64 that is 96 KiB: above the 48 KiB default, so the host side asks
 // for it (cudaFuncSetAttribute).
 //
-// This file is compiled twice (add_kernels, cmake/Chapters.cmake): by the host compiler through
-// common/simt (namespace ch06::cpu), where simt emulates mma.sync, ldmatrix and cp.async lane by
-// lane, and by nvcc (namespace ch06::gpu), where they are the PTX instructions.
+// This file is compiled into three builds (add_kernels, cmake/Chapters.cmake): by the host compiler through common/simt
+// (ch06::cpu), where simt emulates mma.sync, ldmatrix and cp.async lane by lane, again with every memory access seen by
+// simt's profile and race checker (ch06::cpu_profiled: --profile, --racecheck), and by nvcc (ch06::gpu).
 //
 // Source: Dao 2023, FlashAttention-2 (arXiv:2307.08691), Algorithm 1 and sections 3.1-3.3; the
 // PTX ISA, "Warp-level matrix instructions" (mma.m16n8k16 fragments, ldmatrix) and "cp.async";
@@ -562,28 +562,50 @@ void launch_instance(const void* Q, const void* K, const void* V, void* O, float
                        p.seq_len_q, p.seq_len_k, scale_log2, p.causal);
 }
 
-// The launch: the compiled instance for the problem's head_dim and tile (fa::dispatch) and its
-// element type. Throws what simt::launch throws.
+// Every compiled instance's launch for one element type, in kCompiled's order.
+template <class Element, std::size_t... n>
+constexpr auto instances(std::index_sequence<n...>) {
+  return std::array{&launch_instance<Element, kCompiled[n]>...};
+}
+template <class Element>
+inline constexpr auto kInstances = instances<Element>(std::make_index_sequence<kCompiled.size()>{});
+
+// The launch of the instance compiled for the problem's element type, head_dim and tile
+// (fa::compiled_index). Throws what simt::launch throws.
 void launch_tensor_cores(const void* Q, const void* K, const void* V, void* O, float* L, const DeviceProblem& problem,
                          simt::LaunchMode mode) {
-  fa::dispatch<kCompiled>(problem, [&]<fa::KernelShape k>() {
-    if (problem.element == ElementType::bf16) return launch_instance<simt::bf16, k>(Q, K, V, O, L, problem, mode);
-    launch_instance<simt::f16, k>(Q, K, V, O, L, problem, mode);
-  });
+  const std::size_t n = fa::compiled_index(problem, kCompiled);
+  if (problem.element == ElementType::bf16) return kInstances<simt::bf16>[n](Q, K, V, O, L, problem, mode);
+  kInstances<simt::f16>[n](Q, K, V, O, L, problem, mode);
 }
 
-// Host data in, host data out: Q, K, V rounded to the element type on their way to the device, O and
-// L filled with NaN, the launch, O (widened to float32) and L back.
+// Host data in, host data out, for one element type: Q, K, V rounded to it on their way to the
+// device, O and L filled with NaN (DeviceBuffer::poison: an element the kernel does not write cannot
+// pass for a result, and simt's race checker reports a read of one), the launch, O (widened to
+// float32, exactly) and L back.
+template <class Element>
+Result run_typed(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K, const fa::Tensor4<float>& V,
+                 const DeviceProblem& problem) {
+  const auto q = simt::to_device<Element>(Q.values), k = simt::to_device<Element>(K.values),
+             v = simt::to_device<Element>(V.values);
+  simt::DeviceBuffer<Element> o(Q.values.size());
+  simt::DeviceBuffer<float> l(Q.shape.batch * Q.shape.heads * Q.shape.seq_len);
+  o.poison();
+  l.poison();
+
+  const auto start = std::chrono::steady_clock::now();
+  kInstances<Element>[fa::compiled_index(problem, kCompiled)](q.data(), k.data(), v.data(), o.data(), l.data(), problem,
+                                                              simt::LaunchMode::synchronous);
+  const double elapsed_ms = fa::milliseconds_since(start);
+  const std::vector<Element> O = o.to_host();
+  return {fa::Tensor4<float>(Q.shape, std::vector<float>(O.begin(), O.end())), l.to_host(), elapsed_ms};
+}
+
+// Host data in, host data out: the run for the problem's element type.
 Result run_tensor_cores(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K, const fa::Tensor4<float>& V,
                         const DeviceProblem& problem) {
-  const auto run = [&]<class Element>() {
-    return fa::run_forward<Element, simt::DeviceBuffer>(
-        Q, K, V, [&](const Element* q, const Element* k, const Element* v, Element* o, float* l) {
-          launch_tensor_cores(q, k, v, o, l, problem, simt::LaunchMode::synchronous);
-        });
-  };
-  if (problem.element == ElementType::bf16) return run.template operator()<simt::bf16>();
-  return run.template operator()<simt::f16>();
+  if (problem.element == ElementType::bf16) return run_typed<simt::bf16>(Q, K, V, problem);
+  return run_typed<simt::f16>(Q, K, V, problem);
 }
 
 }  // namespace ch06::SIMT_BACKEND

@@ -1,11 +1,12 @@
 // Chapter 06's host API: FlashAttention-2 on tensor cores (tensor_cores.cuh), bf16 or fp16 inputs,
 // float32 accumulation, on the CPU through common/simt or on an NVIDIA GPU, chosen at run time.
 //
-// The path of one run: tensor_core_attention() below checks the problem (check_problem) and that
-// every input fits the element type (check_fits), then calls the kernel's run of the chosen backend,
-// defined in tensor_cores.cuh, which rounds Q, K, V to the element type on their way to the device,
-// launches the compiled instance for the element type, head_dim and the tile (common/chapter.h,
-// fa::dispatch) and brings O (widened to float32), L and the time back (fa::KernelRun).
+// The road of one run: main.cpp calls tensor_core_attention() below, which checks the problem
+// (check_problem) and that every input fits the element type (check_fits), then calls
+// run_tensor_cores of the build that runs on the device (fa::build_for); that run, in
+// tensor_cores.cuh, rounds Q, K, V to the element type on their way to the device, launches the
+// compiled instance for the element type, head_dim and the tile, and brings O (widened to float32),
+// L and the time back (fa::KernelRun).
 #pragma once
 
 #include <array>
@@ -16,7 +17,6 @@
 
 #include "common/chapter.h"
 #include "common/simt/launch_mode.h"
-#include "common/simt/profiled_copy.h"
 #include "common/tensor.h"
 
 namespace ch06 {
@@ -24,8 +24,8 @@ namespace ch06 {
 // The 16-bit element types of the kernel's inputs and output. Scores, the running max m, the sum l
 // and the accumulator acc are float32 in both (mma.sync's .f32 accumulator).
 //   bf16: 8 exponent bits (float32's range), 8 significant bits: unit roundoff 2^-8
-//   f16:  5 exponent bits (largest finite 65504), 11 significant bits: unit roundoff 2^-11
-enum class ElementType { bf16, f16 };
+//   fp16: 5 exponent bits (largest finite 65504), 11 significant bits: unit roundoff 2^-11
+enum class ElementType { bf16, fp16 };
 
 constexpr std::string_view to_string(ElementType e) { return e == ElementType::bf16 ? "bf16" : "fp16"; }
 
@@ -35,7 +35,7 @@ constexpr std::string_view to_string(ElementType e) { return e == ElementType::b
 inline constexpr std::array<int, 2> kHeadDims{64, 128};
 inline constexpr std::array<fa::Tile, 2> kTileShapes{{{128, 64}, {64, 64}}};
 inline constexpr auto kCompiled = fa::every(kHeadDims, kTileShapes);
-inline constexpr std::array<ElementType, 2> kElementTypes{ElementType::bf16, ElementType::f16};
+inline constexpr std::array<ElementType, 2> kElementTypes{ElementType::bf16, ElementType::fp16};
 
 // "bf16" or "fp16" -> the element type. Throws std::invalid_argument naming the accepted names.
 ElementType parse_element_type(std::string_view name);
@@ -69,14 +69,12 @@ struct DeviceProblem : fa::DeviceProblem {
   ElementType element = ElementType::bf16;
 };
 
-// The kernel's two entry points, compiled once per backend from tensor_cores.cuh (add_kernels,
-// cmake/Chapters.cmake): ch06::cpu (common/simt, which runs mma.sync, ldmatrix and cp.async lane by
-// lane; always built), ch06::gpu (nvcc; where FA_HAVE_CUDA) and ch06::cpu_profiled (every memory
-// access seen by simt's profile and race checker, for --profile and --racecheck; where
-// SIMT_PROFILED_KERNELS). The element type, head_dim and the tile must be among the compiled ones
+// The kernel's two entry points, compiled into each build of tensor_cores.cuh (ch06::cpu, where
+// simt runs mma.sync, ldmatrix and cp.async lane by lane; ch06::cpu_profiled; ch06::gpu: fa::Builds,
+// common/chapter.h). The element type, head_dim and the tile must be among the compiled ones
 // (check_problem refuses anything else first).
-//   Run:     host data in (float32 holding values of problem.element), host data out
-//            (fa::run_forward): the path of tensor_core_attention().
+//   Run:     host data in (float32 holding values of problem.element), host data out: the path of
+//            tensor_core_attention().
 //   Launch:  on memory already on the GPU, Q, K, V and O holding elements of problem.element (each
 //            head's rows 16-byte aligned), waiting for the kernel or not as `mode` says
 //            (common/simt/launch_mode.h): what the GPU benchmark times.
@@ -120,13 +118,7 @@ inline Result tensor_core_attention(const fa::Tensor4<float>& Q, const fa::Tenso
   check_fits(Q, options.element, "Q");
   check_fits(K, options.element, "K");
   check_fits(V, options.element, "V");
-  const auto on_cpu = [&] {
-#if SIMT_PROFILED_KERNELS  // while simt's profile or race checker is on, the copy whose accesses it sees
-    if (simt::use_profiled_copy()) return cpu_profiled::run_tensor_cores(Q, K, V, problem);
-#endif
-    return cpu::run_tensor_cores(Q, K, V, problem);
-  };
-  return fa::run_on(device, on_cpu, [&] { return gpu::run_tensor_cores(Q, K, V, problem); });
+  return fa::build_for(device, FA_BUILDS(ch06, run_tensor_cores))(Q, K, V, problem);
 }
 
 }  // namespace ch06

@@ -57,8 +57,8 @@
 // and +inf * 0 later gives NaN; line 11 (in both kernels) gives such a row P = 0 without computing the exp, so
 // its dS is 0 and it adds nothing to dK, dV, and its dQ is 0.
 //
-// This file is compiled twice (add_kernels in cmake/Chapters.cmake): by the host compiler through
-// common/simt (namespace ch07::cpu) and by nvcc (namespace ch07::gpu).
+// This file is compiled into three builds (add_kernels in cmake/Chapters.cmake): by the host compiler through
+// common/simt (ch07::cpu), again seen by simt's profile and race checker (ch07::cpu_profiled), and by nvcc (ch07::gpu).
 //
 // Source: Dao 2023, FlashAttention-2 (arXiv:2307.08691), section 3.1.2 and Algorithm 2; Dao et al.
 // 2022, FlashAttention (arXiv:2205.14135), appendix B.2 (the gradient of the softmax, D = rowsum(dO
@@ -336,38 +336,53 @@ __global__ void dq_kernel(const float* __restrict__ Q, const float* __restrict__
   }
 }
 
-// The launches: the kernels compiled for the problem's head_dim and its tile (fa::dispatch) on
-// memory already on this backend's device, waiting for them or not as `mode` says
-// (common/simt/launch_mode.h): lines 3-4 (preprocess_kernel), lines 5-18 (dk_dv_kernel, with line
-// 15 by atomics unless deterministic), and for the deterministic method dq_kernel. Above 48 KiB of
-// shared memory a GPU needs each kernel's opt-in first (a runtime call the first time only).
-// Throws what simt::launch throws.
-void launch_backward(const float* Q, const float* K, const float* V, const float* O, const float* L, const float* dO,
+// The launches of one compiled instance (head_dim and its tile) on memory already on this backend's
+// device, waiting for them or not as `mode` says (common/simt/launch_mode.h): lines 3-4
+// (preprocess_kernel), lines 5-18 (dk_dv_kernel, with line 15 by atomics unless deterministic), and
+// for the deterministic method dq_kernel. Above 48 KiB of shared memory a GPU needs each kernel's
+// opt-in first (a runtime call the first time only). Throws what simt::launch throws.
+template <fa::KernelShape k>
+void launch_instance(const float* Q, const float* K, const float* V, const float* O, const float* L, const float* dO,
                      float* D, float* dQ, float* dK, float* dV, const DeviceProblem& p, simt::LaunchMode mode) {
+  constexpr int Br = k.tile.Br, Bc = k.tile.Bc;
   const auto heads = static_cast<unsigned>(p.batch_heads);
   const auto blocks = [](int n, int per_block) { return static_cast<unsigned>((n + per_block - 1) / per_block); };
-  fa::dispatch<kCompiled>(p, [&]<fa::KernelShape k>() {
-    constexpr int Br = k.tile.Br, Bc = k.tile.Bc;
-    simt::launch<preprocess_kernel<k.head_dim>>(mode, dim3(blocks(p.seq_len_q, kPreprocessThreads), heads),
-                                                dim3(kPreprocessThreads), 0, O, dO, D, dQ, p.seq_len_q,
-                                                !p.deterministic);
+  simt::launch<preprocess_kernel<k.head_dim>>(mode, dim3(blocks(p.seq_len_q, kPreprocessThreads), heads),
+                                              dim3(kPreprocessThreads), 0, O, dO, D, dQ, p.seq_len_q, !p.deterministic);
 
-    const auto launch_dk_dv = [&]<bool ATOMIC_DQ>() {
-      constexpr auto kernel = dk_dv_kernel<k.head_dim, Br, Bc, ATOMIC_DQ>;
-      const std::size_t bytes = SharedTiles<k.head_dim, Br, Bc, true>::floats() * sizeof(float);
-      simt::set_max_dynamic_shared_bytes<kernel>(bytes);
-      simt::launch<kernel>(mode, dim3(blocks(p.seq_len_k, Bc), heads), dim3(Bc * kThreadsPerRow), bytes, Q, K, V, L, dO,
-                           static_cast<const float*>(D), dQ, dK, dV, p.seq_len_q, p.seq_len_k, p.scale, p.causal);
-    };
-    if (!p.deterministic) return launch_dk_dv.template operator()<true>();
-    launch_dk_dv.template operator()<false>();
+  // dK and dV, with dQ by atomics (ATOMIC_DQ) or without (the dq_kernel below writes it).
+  constexpr auto dk_dv_atomic = dk_dv_kernel<k.head_dim, Br, Bc, true>;
+  constexpr auto dk_dv_plain = dk_dv_kernel<k.head_dim, Br, Bc, false>;
+  const std::size_t dk_dv_bytes = SharedTiles<k.head_dim, Br, Bc, true>::floats() * sizeof(float);
+  simt::set_max_dynamic_shared_bytes<dk_dv_atomic>(dk_dv_bytes);
+  simt::set_max_dynamic_shared_bytes<dk_dv_plain>(dk_dv_bytes);
+  const dim3 dk_dv_grid(blocks(p.seq_len_k, Bc), heads), dk_dv_block(Bc * kThreadsPerRow);
+  if (!p.deterministic) {
+    simt::launch<dk_dv_atomic>(mode, dk_dv_grid, dk_dv_block, dk_dv_bytes, Q, K, V, L, dO, static_cast<const float*>(D),
+                               dQ, dK, dV, p.seq_len_q, p.seq_len_k, p.scale, p.causal);
+    return;
+  }
+  simt::launch<dk_dv_plain>(mode, dk_dv_grid, dk_dv_block, dk_dv_bytes, Q, K, V, L, dO, static_cast<const float*>(D),
+                            dQ, dK, dV, p.seq_len_q, p.seq_len_k, p.scale, p.causal);
 
-    constexpr auto dq = dq_kernel<k.head_dim, Br, Bc>;
-    const std::size_t bytes = SharedTiles<k.head_dim, Br, Bc, false>::floats() * sizeof(float);
-    simt::set_max_dynamic_shared_bytes<dq>(bytes);
-    simt::launch<dq>(mode, dim3(blocks(p.seq_len_q, Br), heads), dim3(Br * kThreadsPerRow), bytes, Q, K, V, L, dO,
-                     static_cast<const float*>(D), dQ, p.seq_len_q, p.seq_len_k, p.scale, p.causal);
-  });
+  constexpr auto dq = dq_kernel<k.head_dim, Br, Bc>;
+  const std::size_t bytes = SharedTiles<k.head_dim, Br, Bc, false>::floats() * sizeof(float);
+  simt::set_max_dynamic_shared_bytes<dq>(bytes);
+  simt::launch<dq>(mode, dim3(blocks(p.seq_len_q, Br), heads), dim3(Br * kThreadsPerRow), bytes, Q, K, V, L, dO,
+                   static_cast<const float*>(D), dQ, p.seq_len_q, p.seq_len_k, p.scale, p.causal);
+}
+
+// Every compiled instance's launches, in kCompiled's order.
+template <std::size_t... n>
+constexpr auto instances(std::index_sequence<n...>) {
+  return std::array{&launch_instance<kCompiled[n]>...};
+}
+inline constexpr auto kInstances = instances(std::make_index_sequence<kCompiled.size()>{});
+
+// The launches of the instance compiled for the problem's head_dim and its tile (fa::compiled_index).
+void launch_backward(const float* Q, const float* K, const float* V, const float* O, const float* L, const float* dO,
+                     float* D, float* dQ, float* dK, float* dV, const DeviceProblem& p, simt::LaunchMode mode) {
+  kInstances[fa::compiled_index(p, kCompiled)](Q, K, V, O, L, dO, D, dQ, dK, dV, p, mode);
 }
 
 // Host data in, host data out: copies the inputs to the device, fills dQ, dK, dV and D with NaN (an
@@ -376,21 +391,18 @@ void launch_backward(const float* Q, const float* K, const float* V, const float
 Gradients run_backward(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K, const fa::Tensor4<float>& V,
                        const fa::Tensor4<float>& O, std::span<const float> L, const fa::Tensor4<float>& dO,
                        const DeviceProblem& problem) {
-  const auto in = [](const std::vector<float>& host) {
-    return simt::DeviceBuffer<float>(std::span<const float>(host));
-  };
-  const simt::DeviceBuffer<float> q = in(Q.values), k = in(K.values), v = in(V.values), o = in(O.values), l(L),
-                                  d_o = in(dO.values);
+  const auto q = simt::to_device<float>(Q.values), k = simt::to_device<float>(K.values),
+             v = simt::to_device<float>(V.values), o = simt::to_device<float>(O.values), l = simt::to_device<float>(L),
+             d_o = simt::to_device<float>(dO.values);
   simt::DeviceBuffer<float> dq(Q.values.size()), dk(K.values.size()), dv(V.values.size()), d(L.size());
   for (simt::DeviceBuffer<float>* out : {&dq, &dk, &dv, &d}) out->poison();  // (and unwritten: racecheck.h)
 
   const auto start = std::chrono::steady_clock::now();
   launch_backward(q.data(), k.data(), v.data(), o.data(), l.data(), d_o.data(), d.data(), dq.data(), dk.data(),
                   dv.data(), problem, simt::LaunchMode::synchronous);
-  const std::chrono::duration<double, std::milli> elapsed = std::chrono::steady_clock::now() - start;
-
+  const double elapsed_ms = fa::milliseconds_since(start);
   return {fa::Tensor4<float>(Q.shape, dq.to_host()), fa::Tensor4<float>(K.shape, dk.to_host()),
-          fa::Tensor4<float>(V.shape, dv.to_host()), d.to_host(), elapsed.count()};
+          fa::Tensor4<float>(V.shape, dv.to_host()), d.to_host(), elapsed_ms};
 }
 
 }  // namespace ch07::SIMT_BACKEND

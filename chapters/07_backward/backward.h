@@ -1,10 +1,10 @@
 // Chapter 07's host API: the FlashAttention-2 backward pass (backward.cuh), on the CPU through
 // common/simt or on an NVIDIA GPU, chosen at run time.
 //
-// The path of one run: flash_attention_2_backward() below checks the problem (check_problem), then
-// calls the kernels' run of the chosen backend, defined in backward.cuh, which copies the inputs to
-// the device, launches the kernels compiled for head_dim (common/chapter.h, fa::dispatch) and brings
-// dQ, dK, dV, D and the time back.
+// The road of one run: main.cpp calls flash_attention_2_backward() below, which checks the problem
+// (check_problem) and calls run_backward of the build that runs on the device (fa::build_for); that
+// run, in backward.cuh, puts the inputs on the device, launches the kernels compiled for head_dim
+// and brings dQ, dK, dV, D and the time back.
 #pragma once
 
 #include <array>
@@ -19,7 +19,6 @@
 #include "common/chapter.h"
 #include "common/memory.h"
 #include "common/simt/launch_mode.h"
-#include "common/simt/profiled_copy.h"
 #include "common/tensor.h"
 
 namespace ch07 {
@@ -61,11 +60,9 @@ struct DeviceProblem : fa::DeviceProblem {
   bool deterministic = false;  // dQ from its own kernel (query blocks outside) instead of atomics
 };
 
-// The kernels' two entry points, compiled once per backend from backward.cuh (add_kernels,
-// cmake/Chapters.cmake): ch07::cpu (common/simt; always built), ch07::gpu (nvcc; where
-// FA_HAVE_CUDA) and ch07::cpu_profiled (every memory access seen by simt's profile and race
-// checker, for --profile and --racecheck; where SIMT_PROFILED_KERNELS). head_dim and the tile must
-// be among kCompiled (check_problem refuses anything else).
+// The kernels' two entry points, compiled into each build of backward.cuh (ch07::cpu,
+// ch07::cpu_profiled, ch07::gpu: fa::Builds, common/chapter.h). head_dim and the tile must be among
+// kCompiled (check_problem refuses anything else).
 //   Run:     host data in, host data out: the path of flash_attention_2_backward(). Shapes as there.
 //   Launch:  on memory already on the GPU, the preprocessing kernel (D, and dQ = 0 for the atomic
 //            method), the dK, dV kernel, and with problem.deterministic the dQ kernel, waiting for
@@ -132,13 +129,7 @@ inline Gradients flash_attention_2_backward(const fa::Tensor4<float>& Q, const f
                                 " values, expected one per query row, batch * heads * seq_len_q = " +
                                 std::to_string(fa::attention_rows(shape)));
   }
-  const auto on_cpu = [&] {
-#if SIMT_PROFILED_KERNELS  // while simt's profile or race checker is on, the copy whose accesses it sees
-    if (simt::use_profiled_copy()) return cpu_profiled::run_backward(Q, K, V, O, L, dO, problem);
-#endif
-    return cpu::run_backward(Q, K, V, O, L, dO, problem);
-  };
-  return fa::run_on(device, on_cpu, [&] { return gpu::run_backward(Q, K, V, O, L, dO, problem); });
+  return fa::build_for(device, FA_BUILDS(ch07, run_backward))(Q, K, V, O, L, dO, problem);
 }
 
 }  // namespace ch07

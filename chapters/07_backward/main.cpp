@@ -23,9 +23,9 @@
 
 #include "chapters/05_flash_attention_2/flash_attention_2.h"
 #include "chapters/07_backward/backward.h"
-#include "chapters/07_backward/gradient_check.h"
-#include "chapters/07_backward/reference.h"
-#include "chapters/07_backward/traffic_model.h"
+#include "chapters/07_backward/lab/gradient_check.h"
+#include "chapters/07_backward/lab/reference.h"
+#include "chapters/07_backward/lab/traffic_model.h"
 #include "common/chapter.h"
 #include "common/npy.h"
 #include "common/random.h"
@@ -71,15 +71,14 @@ from the forward's L, checked against a float64 gradient.)");
   fa::Output& out_dV = program.add_output("--dv", "dV");
   app.add_flag("--deterministic", deterministic,
                "dQ from its own kernel (query blocks outside): the same bits on every run");
-  ch07::DqMethod method{};  // from the flags, once they are parsed
-  fa::Device device{};
-  fa::AttentionShape shape;
+  try {
+    program.parse(argc, argv);
 
-  // Everything this run needs, checked before anything is allocated.
-  const auto before_work = [&](fa::Plan& plan) -> std::optional<fa::Banner> {
-    method = deterministic ? ch07::DqMethod::deterministic : ch07::DqMethod::atomic;
-    device = flags.chosen_device();
-    shape = flags.plan(plan);
+    // Everything this run needs, checked before anything is allocated.
+    const ch07::DqMethod method = deterministic ? ch07::DqMethod::deterministic : ch07::DqMethod::atomic;
+    const fa::Device device = flags.chosen_device();
+    fa::Plan plan;
+    const fa::AttentionShape shape = flags.plan(plan);
     try {
       (void)ch07::check_problem(shape, {flags.scale, flags.causal, method});
       (void)ch05::check_problem(shape, {flags.scale, flags.causal});
@@ -100,17 +99,17 @@ from the forward's L, checked against a float64 gradient.)");
     plan.memory.add("chapter 05's forward (Q, K, V, O, L and the copies back)", ch05::memory_needed(shape));
     plan.memory.add("the backward kernels (inputs, dQ, dK, dV, D and the copies back)", ch07::memory_needed(shape));
     plan.memory.add("the float64 gradient and its forward, and the float32 evaluation", ch07::reference_memory(shape));
-    return fa::Banner{
-        "the backward pass: dQ, dK, dV from the saved logsumexp L",
-        R"(Chapter 05's forward kernel gives O and L = m + log(l). The backward pass recomputes each tile of
+    program.check(plan);
+
+    program.start(
+        fa::Banner{"the backward pass: dQ, dK, dV from the saved logsumexp L",
+                   R"(Chapter 05's forward kernel gives O and L = m + log(l). The backward pass recomputes each tile of
 P = exp(S - L) from Q, K and L alone, and turns dO into dV = P^T dO, dS = P * (dP - D) with
 D = rowsum(dO * O), dK = dS^T Q * scale and dQ = dS K * scale. A thread block owns Bc keys and
 keeps their dK, dV on chip while the query blocks stream past; dQ is summed by atomicAdd, or
 (--deterministic) by a second kernel that owns query rows. Each gradient is compared with a
-float64 gradient built on chapter 03, within a bound set by a plain float32 evaluation.)"};
-  };
+float64 gradient built on chapter 03, within a bound set by a plain float32 evaluation.)"});
 
-  return program.run(argc, argv, before_work, [&]() -> std::optional<fa::Check> {
     const fa::AttentionFlags::Inputs in = flags.load();
     const fa::Tensor4<float> dO = load_or_draw_dO(do_path, in.Q.shape, flags.seed);
     const std::size_t seq_len_k = in.K.shape.seq_len;
@@ -155,7 +154,7 @@ float64 gradient built on chapter 03, within a bound set by a plain float32 eval
     out_dV.write(std::move(g.dV));
 
     const std::size_t not_finite = checks.dQ.not_finite + checks.dK.not_finite + checks.dV.not_finite;
-    return fa::Check{
+    return program.finish(fa::Check{
         "07",
         fmt::format("backward ({}, {} dQ) vs float64 gradient", fa::to_string(device),
                     deterministic ? "deterministic" : "atomic"),
@@ -163,6 +162,8 @@ float64 gradient built on chapter 03, within a bound set by a plain float32 eval
                     checks.dV.error.rel_l2, not_finite > 0 ? fmt::format(", {} NaN or inf", not_finite) : ""),
         fmt::format("{}, {}, {}", fa::bound_text(checks.dQ.bound, "{:.1e}"), fa::bound_text(checks.dK.bound, "{:.1e}"),
                     fa::bound_text(checks.dV.bound, "{:.1e}")),
-        checks.pass() && !overflowed};
-  });
+        checks.pass() && !overflowed});
+  } catch (...) {
+    return program.exit_on_error();
+  }
 }

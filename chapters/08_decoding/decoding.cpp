@@ -1,5 +1,6 @@
 // Chapter 08's host code that is not a kernel: the split count, the checks before a launch, and the
-// two entry points of decoding.h (decode_attention, combine_partials), which pick a backend.
+// two entry points of decoding.h (decode_attention, combine_partials), which check their problem and
+// call the build of decoding.cuh that runs on the device (fa::build_for).
 #include "chapters/08_decoding/decoding.h"
 
 #include <algorithm>
@@ -12,7 +13,6 @@
 
 #include "chapters/06_tensor_cores/tensor_cores.h"
 #include "common/memory.h"
-#include "common/simt/profiled_copy.h"
 
 namespace ch08 {
 
@@ -228,19 +228,12 @@ Result decode_attention(const fa::Tensor4<float>& Q, const KVCache& cache, const
   check_cache(cache);
   if (options.cache_type != CacheType::float32) {
     const ch06::ElementType element =
-        options.cache_type == CacheType::bf16 ? ch06::ElementType::bf16 : ch06::ElementType::f16;
+        options.cache_type == CacheType::bf16 ? ch06::ElementType::bf16 : ch06::ElementType::fp16;
     ch06::check_fits(Q, element, "Q");
     ch06::check_fits(cache.K, element, "K");
     ch06::check_fits(cache.V, element, "V");
   }
-  const auto on_cpu = [&] {
-#if SIMT_PROFILED_KERNELS  // for simt's profile and race checker, the copy whose accesses they see
-    if (simt::use_profiled_copy()) return cpu_profiled::run_decoding(Q, cache, plan.problem);
-#endif
-    return cpu::run_decoding(Q, cache, plan.problem);
-  };
-  fa::KernelRun run = fa::run_on(device, on_cpu, [&] { return gpu::run_decoding(Q, cache, plan.problem); });
-  return {std::move(run), plan};
+  return {fa::build_for(device, FA_BUILDS(ch08, run_decoding))(Q, cache, plan.problem), plan};
 }
 
 Merged combine_partials(const Partials& partials, const Merged* running, fa::Device device) {
@@ -266,13 +259,7 @@ Merged combine_partials(const Partials& partials, const Merged* running, fa::Dev
         "{}: the running result holds {} values of O and {} of L; for {} rows of head_dim {} they must hold {} and {}",
         who, running->O.size(), running->L.size(), rows, partials.head_dim, rows * partials.head_dim, rows));
   }
-  const auto on_cpu = [&] {
-#if SIMT_PROFILED_KERNELS  // for simt's profile and race checker, the copy whose accesses they see
-    if (simt::use_profiled_copy()) return cpu_profiled::run_combine(partials, running);
-#endif
-    return cpu::run_combine(partials, running);
-  };
-  return fa::run_on(device, on_cpu, [&] { return gpu::run_combine(partials, running); });
+  return fa::build_for(device, FA_BUILDS(ch08, run_combine))(partials, running);
 }
 
 }  // namespace ch08

@@ -63,9 +63,9 @@
 // and everything else is small. The kernel keeps bytes in flight with a double buffer (as chapter
 // 06), not with a second block per SM, because the split count aims at one wave of blocks.
 //
-// This file is compiled twice (add_kernels, cmake/Chapters.cmake): by the host compiler through
-// common/simt (namespace ch08::cpu) and by nvcc (namespace ch08::gpu). Nothing else includes it;
-// the rest of the program calls it through decoding.h.
+// This file is compiled into three builds (add_kernels, cmake/Chapters.cmake): by the host compiler through common/simt
+// (ch08::cpu), again with every memory access seen by simt's profile and race checker (ch08::cpu_profiled: --profile,
+// --racecheck), and by nvcc (ch08::gpu). The rest of the program calls it through decoding.h.
 //
 // Source: Dao, Haziza, Massa and Sizov 2023, "Flash-Decoding for long-context inference" (split
 // and reduce); Dao 2023, FlashAttention-2 (arXiv:2307.08691), Algorithm 1; Kwon et al. 2023,
@@ -484,125 +484,116 @@ __global__ void __launch_bounds__(kThreads) combine_kernel(const float* O_parts,
   // end exercise
 }
 
-// The combine's launch on memory already on this backend's device: the instance for head_dim.
-// Throws std::invalid_argument for a head_dim that is not compiled, and what simt::launch throws.
-void launch_combine(const float* O_parts, const float* L_parts, int splits, int rows, int head_dim, float* O, float* L,
-                    bool fold_into_output, simt::LaunchMode mode) {
+// The combine's instance for one head dim, on memory already on this backend's device. Grid: one
+// block per kCombineRowsPerBlock rows. Throws what simt::launch throws.
+template <int HEAD_DIM>
+void launch_combine_instance(const float* O_parts, const float* L_parts, int splits, int rows, float* O, float* L,
+                             bool fold_into_output, simt::LaunchMode mode) {
   const dim3 grid(static_cast<unsigned>((rows + kCombineRowsPerBlock - 1) / kCombineRowsPerBlock));
-  fa::DeviceProblem shape;  // the combine has one instance per head dim, whatever the split kernel's tile
-  shape.head_dim = head_dim;
-  shape.tile = kTileShapes[0];
-  fa::dispatch<kCompiled>(shape, [&]<fa::KernelShape k>() {
-    simt::launch<combine_kernel<k.head_dim>>(mode, grid, dim3(kThreads), 0, O_parts, L_parts, splits, rows, O, L,
-                                             fold_into_output);
-  });
+  simt::launch<combine_kernel<HEAD_DIM>>(mode, grid, dim3(kThreads), 0, O_parts, L_parts, splits, rows, O, L,
+                                         fold_into_output);
 }
 
-// The split kernel's launch, then the combine's when there is more than one split (with one, the
-// split kernel writes O and L directly: its only partial is the result). For the problem's cache
-// type, head_dim and tile (fa::dispatch); above 48 KiB of shared memory a GPU needs the kernel's
-// opt-in first. Throws what simt::launch throws.
+// The combine's launch: the instance for head_dim (one per head dim, whatever the split kernel's
+// tile). Throws std::invalid_argument for a head_dim that is not compiled, and what simt::launch
+// throws.
+void launch_combine(const float* O_parts, const float* L_parts, int splits, int rows, int head_dim, float* O, float* L,
+                    bool fold_into_output, simt::LaunchMode mode) {
+  static_assert(kHeadDims.size() == 2, "one instance of the combine per head dim");
+  if (head_dim == kHeadDims[0]) {
+    return launch_combine_instance<kHeadDims[0]>(O_parts, L_parts, splits, rows, O, L, fold_into_output, mode);
+  }
+  if (head_dim == kHeadDims[1]) {
+    return launch_combine_instance<kHeadDims[1]>(O_parts, L_parts, splits, rows, O, L, fold_into_output, mode);
+  }
+  throw std::invalid_argument("launch_combine: head_dim " + std::to_string(head_dim) + " is not compiled");
+}
+
+// The split kernel's instance for one cache type, head_dim and tile, on memory already on this
+// backend's device; with one split it writes O and L directly (its only partial is the result),
+// else the partials, and waits only when it is the last launch. Above 48 KiB of shared memory a GPU
+// needs the kernel's opt-in first. Throws what simt::launch throws.
+template <class Element, fa::KernelShape k>
+void launch_split(const void* Q, const void* K, const void* V, const int* block_table, const int* cache_seqlens,
+                  float* O_parts, float* L_parts, float* O, float* L, const DecodeProblem& problem,
+                  simt::LaunchMode mode) {
+  const bool one_split = problem.splits == 1;
+  constexpr auto kernel = split_kv_kernel<Element, k.head_dim, k.tile.Br, k.tile.Bc>;
+  constexpr std::size_t bytes = SplitShape<Element, k.head_dim, k.tile.Br, k.tile.Bc>::kTotal;
+  simt::set_max_dynamic_shared_bytes<kernel>(bytes);
+  const dim3 grid(static_cast<unsigned>(problem.splits), static_cast<unsigned>(problem.batch * problem.kv_heads),
+                  static_cast<unsigned>(problem.row_blocks()));
+  simt::launch<kernel>(one_split ? mode : simt::LaunchMode::asynchronous, grid, dim3(kThreads), bytes,
+                       static_cast<const Element*>(Q), static_cast<const Element*>(K), static_cast<const Element*>(V),
+                       block_table, cache_seqlens, one_split ? O : O_parts, one_split ? L : L_parts, problem);
+}
+
+// Every compiled instance of the split kernel for one cache type, in kCompiled's order.
+template <CacheType T, std::size_t... n>
+constexpr auto split_instances(std::index_sequence<n...>) {
+  return std::array{&launch_split<ElementOf<T>, kCompiled[n]>...};
+}
+template <CacheType T>
+inline constexpr auto kSplitInstances = split_instances<T>(std::make_index_sequence<kCompiled.size()>{});
+
+// The split kernel's launch for the problem's cache type, head_dim and tile (fa::compiled_index),
+// then the combine's when there is more than one split. Throws what simt::launch throws.
 void launch_decoding(const void* Q, const void* K, const void* V, const int* block_table, const int* cache_seqlens,
                      float* O_parts, float* L_parts, float* O, float* L, const DecodeProblem& problem,
                      simt::LaunchMode mode) {
-  const bool one_split = problem.splits == 1;
-  const auto for_type = [&]<CacheType T>() {
-    using Element = ElementOf<T>;
-    fa::dispatch<kCompiled>(problem, [&]<fa::KernelShape k>() {
-      constexpr int Br = k.tile.Br, Bc = k.tile.Bc;
-      constexpr auto kernel = split_kv_kernel<Element, k.head_dim, Br, Bc>;
-      constexpr std::size_t bytes = SplitShape<Element, k.head_dim, Br, Bc>::kTotal;
-      simt::set_max_dynamic_shared_bytes<kernel>(bytes);
-      const dim3 grid(static_cast<unsigned>(problem.splits), static_cast<unsigned>(problem.batch * problem.kv_heads),
-                      static_cast<unsigned>(problem.row_blocks()));
-      simt::launch<kernel>(one_split ? mode : simt::LaunchMode::asynchronous, grid, dim3(kThreads), bytes,
-                           static_cast<const Element*>(Q), static_cast<const Element*>(K),
-                           static_cast<const Element*>(V), block_table, cache_seqlens, one_split ? O : O_parts,
-                           one_split ? L : L_parts, problem);
-    });
-  };
-  switch (problem.cache_type) {
-    case CacheType::float32:
-      for_type.template operator()<CacheType::float32>();
-      break;
-    case CacheType::bf16:
-      for_type.template operator()<CacheType::bf16>();
-      break;
-    case CacheType::fp16:
-      for_type.template operator()<CacheType::fp16>();
-      break;
-  }
-  if (!one_split) {
+  const std::size_t n = fa::compiled_index(problem, kCompiled);
+  const auto launch_split_kv = problem.cache_type == CacheType::bf16   ? kSplitInstances<CacheType::bf16>[n]
+                               : problem.cache_type == CacheType::fp16 ? kSplitInstances<CacheType::fp16>[n]
+                                                                       : kSplitInstances<CacheType::float32>[n];
+  launch_split_kv(Q, K, V, block_table, cache_seqlens, O_parts, L_parts, O, L, problem, mode);
+  if (problem.splits > 1) {
     launch_combine(O_parts, L_parts, problem.splits, static_cast<int>(problem.output_rows()), problem.head_dim, O, L,
                    false, mode);
   }
 }
 
-namespace {
-
-// Host values as device elements of type T (rounded to nearest even for bf16 and fp16).
-template <CacheType T>
-simt::DeviceBuffer<ElementOf<T>> to_device(const std::vector<float>& host) {
-  using Element = ElementOf<T>;
-  if constexpr (std::is_same_v<Element, float>) {
-    return simt::DeviceBuffer<float>(std::span<const float>(host));
-  } else {
-    const std::vector<Element> elements(host.begin(), host.end());
-    return simt::DeviceBuffer<Element>(std::span<const Element>(elements));
-  }
-}
-
+// Host data in, host data out, for one cache type: Q and the pools to the device as its elements, the
+// table and the lengths as int32, the outputs and partials filled with NaN (DeviceBuffer::poison: an
+// element no kernel writes cannot pass for a result, and simt's race checker reports a read of one),
+// the launches, O and L back.
 template <CacheType T>
 fa::KernelRun run_typed(const fa::Tensor4<float>& Q, const KVCache& cache, const DecodeProblem& problem) {
-  const auto q = to_device<T>(Q.values), k = to_device<T>(cache.K.values), v = to_device<T>(cache.V.values);
+  using Element = ElementOf<T>;
+  const auto q = simt::to_device<Element>(Q.values), k = simt::to_device<Element>(cache.K.values),
+             v = simt::to_device<Element>(cache.V.values);
   const simt::DeviceBuffer<int> table{std::span<const int>(cache.block_table)};
   const simt::DeviceBuffer<int> seqlens{std::span<const int>(cache.cache_seqlens)};
   const std::size_t rows = problem.output_rows();
   const std::size_t parts = problem.splits == 1 ? 0 : static_cast<std::size_t>(problem.splits) * rows;
-  // Every output and partial starts as NaN, so that an element no kernel writes cannot pass.
-  const float nan = std::numeric_limits<float>::quiet_NaN();
   simt::DeviceBuffer<float> O_parts(parts * problem.head_dim), L_parts(parts), O(rows * problem.head_dim), L(rows);
-  O_parts.fill(nan);
-  L_parts.fill(nan);
-  O.fill(nan);
-  L.fill(nan);
+  for (simt::DeviceBuffer<float>* out : {&O_parts, &L_parts, &O, &L}) out->poison();
 
   const auto start = std::chrono::steady_clock::now();
   launch_decoding(q.data(), k.data(), v.data(), table.data(), seqlens.data(), O_parts.data(), L_parts.data(), O.data(),
                   L.data(), problem, simt::LaunchMode::synchronous);
-  const std::chrono::duration<double, std::milli> elapsed = std::chrono::steady_clock::now() - start;
-  return {fa::Tensor4<float>(Q.shape, O.to_host()), L.to_host(), elapsed.count()};
+  const double elapsed_ms = fa::milliseconds_since(start);
+  return {fa::Tensor4<float>(Q.shape, O.to_host()), L.to_host(), elapsed_ms};
 }
 
-}  // namespace
-
-// Host data in, host data out: Q and the pools to the device as the cache type, the table and the
-// lengths as int32, the outputs filled with NaN, the launches, O and L back.
+// Host data in, host data out: the run for the problem's cache type.
 fa::KernelRun run_decoding(const fa::Tensor4<float>& Q, const KVCache& cache, const DecodeProblem& problem) {
-  switch (problem.cache_type) {
-    case CacheType::bf16:
-      return run_typed<CacheType::bf16>(Q, cache, problem);
-    case CacheType::fp16:
-      return run_typed<CacheType::fp16>(Q, cache, problem);
-    case CacheType::float32:
-      break;
-  }
+  if (problem.cache_type == CacheType::bf16) return run_typed<CacheType::bf16>(Q, cache, problem);
+  if (problem.cache_type == CacheType::fp16) return run_typed<CacheType::fp16>(Q, cache, problem);
   return run_typed<CacheType::float32>(Q, cache, problem);
 }
 
-// The merge alone on host data: the partials to the device, O and L as `running` or NaN, the
-// combine, O and L back.
+// The merge alone on host data: the partials to the device, O and L as `running` or poisoned (NaN,
+// and unwritten for the race checker), the combine, O and L back.
 Merged run_combine(const Partials& partials, const Merged* running) {
-  const simt::DeviceBuffer<float> O_parts{std::span<const float>(partials.O)};
-  const simt::DeviceBuffer<float> L_parts{std::span<const float>(partials.L)};
+  const auto O_parts = simt::to_device<float>(partials.O), L_parts = simt::to_device<float>(partials.L);
   const std::size_t rows = static_cast<std::size_t>(partials.rows);
   simt::DeviceBuffer<float> O(rows * partials.head_dim), L(rows);
   if (running != nullptr) {
-    O = simt::DeviceBuffer<float>(std::span<const float>(running->O));
-    L = simt::DeviceBuffer<float>(std::span<const float>(running->L));
+    O.copy_from_host(running->O);
+    L.copy_from_host(running->L);
   } else {
-    O.fill(std::numeric_limits<float>::quiet_NaN());
-    L.fill(std::numeric_limits<float>::quiet_NaN());
+    O.poison();
+    L.poison();
   }
   launch_combine(O_parts.data(), L_parts.data(), partials.splits, partials.rows, partials.head_dim, O.data(), L.data(),
                  running != nullptr, simt::LaunchMode::synchronous);

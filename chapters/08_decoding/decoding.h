@@ -3,10 +3,12 @@
 // paged cache found through a block table, and sequences of different lengths, on the CPU through
 // common/simt or on an NVIDIA GPU.
 //
-// The path of one run: decode_attention() below checks the problem (check_problem, which also picks
-// the tile and the number of splits), then calls the kernels' run of the chosen backend, defined in
-// decoding.cuh: the split kernel writes one normalised partial (O_i, L_i) per chunk of the cache,
-// and the combine kernel merges them into O and L with chapter 02's rule.
+// The road of one run: main.cpp calls decode_attention() (declared below, defined in decoding.cpp),
+// which checks the problem (check_problem, which also picks the tile and the number of splits) and
+// calls run_decoding of the build that runs on the device (fa::build_for); that run, in
+// decoding.cuh, puts Q and the cache on the device, and there the split kernel writes one
+// normalised partial (O_i, L_i) per chunk of the cache and the combine kernel merges them into O and
+// L with chapter 02's rule.
 //
 //   Q      [batch, heads, seq_len_q, head_dim]         the new tokens' queries
 //   cache  K, V pools [pages, kv_heads, page_size, head_dim], a block table [batch, pages_per_seq]
@@ -223,10 +225,8 @@ struct Merged {
 Merged combine_partials(const Partials& partials, const Merged* running = nullptr, fa::Device device = fa::Device::cpu);
 
 // ---------------------------------------------------------------------------------------------
-// The kernels' entry points, compiled once per backend from decoding.cuh (add_kernels,
-// cmake/Chapters.cmake): ch08::cpu (common/simt; always built), ch08::gpu (nvcc; where
-// FA_HAVE_CUDA) and ch08::cpu_profiled (every memory access seen by simt's profile and race
-// checker, for --profile and --racecheck; where SIMT_PROFILED_KERNELS).
+// The kernels' entry points, compiled into each build of decoding.cuh (ch08::cpu,
+// ch08::cpu_profiled, ch08::gpu: fa::Builds, common/chapter.h).
 //   Run:      host data in, host data out: the path of decode_attention(). Rounds Q and the pools
 //             to problem.cache_type on their way to the device.
 //   Launch:   on memory already on the device: Q, K and V hold elements of problem.cache_type;

@@ -25,10 +25,10 @@
 
 #include "chapters/05_flash_attention_2/flash_attention_2.h"
 #include "chapters/06_tensor_cores/tensor_cores.h"
-#include "chapters/08_decoding/agreement.h"
 #include "chapters/08_decoding/decoding.h"
-#include "chapters/08_decoding/profile_report.h"
-#include "chapters/08_decoding/traffic_model.h"
+#include "chapters/08_decoding/lab/profile_report.h"
+#include "chapters/08_decoding/lab/traffic_model.h"
+#include "chapters/08_decoding/lab/vs_dense.h"
 #include "common/chapter.h"
 #include "common/npy.h"
 #include "common/profile_cli.h"
@@ -212,22 +212,15 @@ int main(int argc, char** argv) {
       1, std::numeric_limits<int>::max());
   steps_option->default_str("none")->excludes(lengths_option)->excludes(app.get_option("--seq-q"));
 
-  // From the flags, once they are parsed and checked.
-  ch08::CacheType type{};
-  fa::Device device{};
-  Shapes shapes;
-  std::vector<int> lengths;
-  ch08::Options options;
-  fa::Shape4 q_step;  // the queries of one launch: all of Q, or one token per sequence in the decode loop
-  ch08::Plan plan;
-  std::optional<fa::AttentionFlags::Inputs> in;
+  try {
+    program.parse(argc, argv);
 
-  // Everything this run needs, checked before anything is allocated or printed.
-  const auto before_work = [&](fa::Plan& checks) -> std::optional<fa::Banner> {
-    type = ch08::parse_cache_type(dtype_text);
+    // Everything this run needs, checked before anything is allocated or printed.
+    const ch08::CacheType type = ch08::parse_cache_type(dtype_text);
     const std::optional<fa::Tile> tile =
         tile_text.empty() ? std::nullopt : std::optional<fa::Tile>(fa::parse_tile(tile_text, ch08::kCompiled));
-    device = flags.chosen_device();
+    const fa::Device device = flags.chosen_device();
+    fa::Plan checks;
     // What fa::AttentionFlags::plan checks beside the shapes (which here it cannot plan: K and V have
     // kv_heads heads, not Q's): simt's settings, read at the first launch, and the --profile-json file.
     if (device == fa::Device::cpu) {
@@ -235,21 +228,23 @@ int main(int argc, char** argv) {
       (void)simt::host_threads();
     }
     if (!fa::profile_json_path().empty()) checks.add_output("--profile-json", fa::profile_json_path());
-    shapes = plan_shapes(flags, kv_heads, steps, checks);
+    const Shapes shapes = plan_shapes(flags, kv_heads, steps, checks);
     if (steps > shapes.kv.seq_len) {
       throw std::invalid_argument(fmt::format("--steps {}: the sequences hold {} tokens (--seq-k); give 1 .. {}", steps,
                                               shapes.kv.seq_len, shapes.kv.seq_len));
     }
-    lengths = steps > 0 ? std::vector<int>(shapes.kv.batch, static_cast<int>(shapes.kv.seq_len - steps + 1))
-                        : parse_lengths(lengths_text, shapes.kv);
-    options = {flags.scale,
-               flags.causal,
-               type,
-               splits == 0 ? std::nullopt : std::optional<int>(static_cast<int>(splits)),
-               static_cast<int>(sms),
-               tile};
-    q_step = steps > 0 ? fa::Shape4{shapes.q.batch, shapes.q.heads, 1, shapes.q.head_dim} : shapes.q;
-    plan = ch08::check_problem(q_step, ch08::cache_layout(shapes.kv, page_size, lengths), options);
+    const std::vector<int> lengths =
+        steps > 0 ? std::vector<int>(shapes.kv.batch, static_cast<int>(shapes.kv.seq_len - steps + 1))
+                  : parse_lengths(lengths_text, shapes.kv);
+    const ch08::Options options{flags.scale,
+                                flags.causal,
+                                type,
+                                splits == 0 ? std::nullopt : std::optional<int>(static_cast<int>(splits)),
+                                static_cast<int>(sms),
+                                tile};
+    // The queries of one launch: all of Q, or one token per sequence in the decode loop.
+    const fa::Shape4 q_step = steps > 0 ? fa::Shape4{shapes.q.batch, shapes.q.heads, 1, shapes.q.head_dim} : shapes.q;
+    const ch08::Plan plan = ch08::check_problem(q_step, ch08::cache_layout(shapes.kv, page_size, lengths), options);
     // The references must take the dense problems too (chapter 06: head_dim 64 and 128, as here). One
     // sequence's dense problem at a time (the decode loop: all of them at once), K and V repeated per head.
     const fa::AttentionShape dense{steps > 0 ? shapes.q.batch : 1, shapes.q.heads, shapes.q.seq_len, shapes.kv.seq_len,
@@ -268,19 +263,19 @@ int main(int argc, char** argv) {
                                                                        saturating_mul(pool.seq_len, pool.head_dim))));
     checks.memory.add("the kernels (Q, the pools, the partials, O, L)", ch08::memory_needed(plan.problem));
     checks.memory.add("the dense reference", saturating_mul(2, ch05::memory_needed(dense)));
-    checks.load = [&] {  // the inputs; a value the cache's 16-bit type cannot hold is refused here
-      in = load_or_draw(flags, shapes);
-      if (type != ch08::CacheType::float32) {
-        const ch06::ElementType element =
-            type == ch08::CacheType::bf16 ? ch06::ElementType::bf16 : ch06::ElementType::f16;
-        ch06::check_fits(in->Q, element, "Q");
-        ch06::check_fits(in->K, element, "K");
-        ch06::check_fits(in->V, element, "V");
-      }
-    };
+    program.check(checks);
+    // The inputs; a value the cache's 16-bit type cannot hold is refused here, before the banner.
+    const fa::AttentionFlags::Inputs in = load_or_draw(flags, shapes);
+    if (type != ch08::CacheType::float32) {
+      const ch06::ElementType element =
+          type == ch08::CacheType::bf16 ? ch06::ElementType::bf16 : ch06::ElementType::fp16;
+      ch06::check_fits(in.Q, element, "Q");
+      ch06::check_fits(in.K, element, "K");
+      ch06::check_fits(in.V, element, "V");
+    }
 
     const std::size_t group = shapes.q.heads / shapes.kv.heads;
-    return fa::Banner{
+    program.start(fa::Banner{
         fmt::format("decoding: split-KV, {} query heads per K/V head, a {} cache", group,
                     page_size == 0 ? std::string("dense") : fmt::format("paged ({} rows a page)", page_size)),
         fmt::format(
@@ -290,16 +285,12 @@ and a second kernel merges them with chapter 02's rule: L = max L_i + log sum ex
 O = sum exp(L_i - L) O_i. A block packs the rows of all query heads that share a K/V head, so each
 K/V tile is read once for the whole group; it finds the keys' rows through the block table of a
 paged cache. O is compared with chapter {} on each sequence's dense equivalent.)",
-            against_05 ? "05" : "06")};
-  };
+            against_05 ? "05" : "06")});
 
-  return program.run(argc, argv, before_work, [&]() -> std::optional<fa::Check> {
     const bool long_run =
         device == fa::Device::cpu && fa::announce_long_run(run_flops(shapes, lengths, steps), kFlopsPerSecond);
-    const std::optional<simt::ShowProgress> progress =
-        long_run ? std::optional<simt::ShowProgress>(std::in_place, "chapter 08 and its check") : std::nullopt;
-    const std::size_t group = shapes.q.heads / shapes.kv.heads;
-    fmt::print("Q {}, K and V {}; inputs: {}; cache {}; device: {}\n", in->Q.shape.str(), in->K.shape.str(), in->origin,
+    const simt::ShowProgress progress("chapter 08 and its check", long_run);
+    fmt::print("Q {}, K and V {}; inputs: {}; cache {}; device: {}\n", in.Q.shape.str(), in.K.shape.str(), in.origin,
                ch08::to_string(type), fa::to_string(device));
     fmt::print(
         "query head h reads K/V head h / {}: a block holds the {} rows of a group ({} heads x {} new token{}), "
@@ -319,35 +310,35 @@ paged cache. O is compared with chapter {} on each sequence's dense equivalent.)
       fmt::print(
           "splits: first step {}\n       last step  {}\n", ch08::explain(plan.split),
           ch08::explain(ch08::check_problem(q_step, ch08::cache_layout(shapes.kv, page_size, {}), options).split));
-      ch08::LoopResult loop = ch08::decode_loop(in->Q, in->K, in->V, steps, page_size, flags.seed, options, device);
+      ch08::LoopResult loop = ch08::decode_loop(in.Q, in.K, in.V, steps, page_size, flags.seed, options, device);
       fa::end_profile();
       int most = 1;
       for (const ch08::Plan& p : loop.plans) most = std::max(most, p.split.splits);
       fmt::print("time: {:.3f} ms for {} steps ({}; wall clock, the cache copied to the device each step)\n",
                  loop.elapsed_ms, steps, fa::to_string(device));
-      const ch08::Agreement agreement =
-          ch08::check_decode_loop(in->Q, in->K, in->V, steps, options, most, loop, device);
+      const ch08::Agreement agreement = ch08::check_decode_loop(in.Q, in.K, in.V, steps, options, most, loop, device);
       print_agreement(agreement);
-      const bool overflowed = fa::report_overflow("O", loop.O.values, {in->Q.values, in->K.values, in->V.values});
+      const bool overflowed = fa::report_overflow("O", loop.O.values, {in.Q.values, in.K.values, in.V.values});
       out.write(std::move(loop.O));
       const ch08::SequenceCheck& w = agreement.worst();
-      return fa::Check{"08",
-                       fmt::format("decode loop, {} steps ({}, {}) vs ch05 causal", steps, fa::to_string(device),
-                                   ch08::to_string(type)),
-                       fmt::format("{}, L {:.2g}", fa::error_field("O", w.O), w.L_error),
-                       fmt::format("{}, {}", fa::bound_text(w.O_bound), fa::bound_text(w.L_bound, "{:.1e}")),
-                       agreement.pass() && !overflowed};
+      return program.finish(
+          fa::Check{"08",
+                    fmt::format("decode loop, {} steps ({}, {}) vs ch05 causal", steps, fa::to_string(device),
+                                ch08::to_string(type)),
+                    fmt::format("{}, L {:.2g}", fa::error_field("O", w.O), w.L_error),
+                    fmt::format("{}, {}", fa::bound_text(w.O_bound), fa::bound_text(w.L_bound, "{:.1e}")),
+                    agreement.pass() && !overflowed});
     }
 
     fmt::print("cache lengths: {}\nsplits: {}\n", fmt::join(lengths, ", "), ch08::explain(plan.split));
-    const ch08::KVCache cache = page_size == 0 ? ch08::dense_cache(in->K, in->V, lengths)
-                                               : ch08::paged_cache(in->K, in->V, lengths, page_size, flags.seed);
+    const ch08::KVCache cache = page_size == 0 ? ch08::dense_cache(in.K, in.V, lengths)
+                                               : ch08::paged_cache(in.K, in.V, lengths, page_size, flags.seed);
     if (page_size > 0) {
       const auto first = cache.block_table.begin();
       fmt::print("sequence 0's block table (its pages, in the pool): {}\n",
                  fmt::join(first, first + static_cast<std::ptrdiff_t>(cache.pages_per_seq), " "));
     }
-    ch08::Result decoded = ch08::decode_attention(in->Q, cache, options, device);
+    ch08::Result decoded = ch08::decode_attention(in.Q, cache, options, device);
     fmt::print("time: {:.3f} ms for the split kernel{} ({}; wall clock of one run, not a benchmark)\n",
                decoded.elapsed_ms, plan.problem.splits > 1 ? " and the combine" : "", fa::to_string(device));
     const ch08::DecodeTraffic traffic = ch08::decode_traffic(plan.problem, lengths);
@@ -356,16 +347,19 @@ paged cache. O is compared with chapter {} on each sequence's dense equivalent.)
                traffic.total(), traffic.cache, traffic.floor_ms() * 1e3);
 
     const ch08::Agreement agreement =
-        ch08::check_against_dense(in->Q, in->K, in->V, lengths, options, plan.problem.splits, decoded, device);
+        ch08::check_against_dense(in.Q, in.K, in.V, lengths, options, plan.problem.splits, decoded, device);
     print_agreement(agreement);
-    const bool overflowed = fa::report_overflow("O", decoded.O.values, {in->Q.values, in->K.values, in->V.values});
+    const bool overflowed = fa::report_overflow("O", decoded.O.values, {in.Q.values, in.K.values, in.V.values});
     out.write(std::move(decoded.O));
     const ch08::SequenceCheck& w = agreement.worst();
-    return fa::Check{"08",
-                     fmt::format("decoding ({}, {}, {} split{}) vs {}", fa::to_string(device), ch08::to_string(type),
-                                 plan.problem.splits, plan.problem.splits == 1 ? "" : "s", agreement.against),
-                     fmt::format("{}, L {:.2g} (sequence {})", fa::error_field("O", w.O), w.L_error, w.sequence),
-                     fmt::format("{}, {}", fa::bound_text(w.O_bound), fa::bound_text(w.L_bound, "{:.1e}")),
-                     agreement.pass() && !overflowed};
-  });
+    return program.finish(
+        fa::Check{"08",
+                  fmt::format("decoding ({}, {}, {} split{}) vs {}", fa::to_string(device), ch08::to_string(type),
+                              plan.problem.splits, plan.problem.splits == 1 ? "" : "s", agreement.against),
+                  fmt::format("{}, L {:.2g} (sequence {})", fa::error_field("O", w.O), w.L_error, w.sequence),
+                  fmt::format("{}, {}", fa::bound_text(w.O_bound), fa::bound_text(w.L_bound, "{:.1e}")),
+                  agreement.pass() && !overflowed});
+  } catch (...) {
+    return program.exit_on_error();
+  }
 }

@@ -41,13 +41,13 @@
 #include <CLI/CLI.hpp>
 
 #include "chapters/03_online_weighted_sum/attention.h"
-#include "chapters/04_naive_attention/agreement.h"
-#include "chapters/05_flash_attention_2/agreement.h"
+#include "chapters/04_naive_attention/lab/vs_chapter_03.h"
 #include "chapters/05_flash_attention_2/flash_attention_2.h"
-#include "chapters/06_tensor_cores/error_budget.h"
+#include "chapters/05_flash_attention_2/lab/vs_chapter_04.h"
+#include "chapters/06_tensor_cores/lab/error_budget.h"
 #include "chapters/06_tensor_cores/tensor_cores.h"
-#include "chapters/08_decoding/agreement.h"
-#include "chapters/09_ring_attention/cluster_model.h"
+#include "chapters/08_decoding/lab/vs_dense.h"
+#include "chapters/09_ring_attention/lab/cluster_model.h"
 #include "chapters/09_ring_attention/ring.h"
 #include "chapters/09_ring_attention/shards.h"
 #include "common/chapter.h"
@@ -355,7 +355,7 @@ fa::Check check_against_chapter_05(const Gathered& g, const fa::AttentionFlags::
                                    const ch09::Options& options, std::size_t P, ch09::Layout layout,
                                    fa::Device device) {
   const bool wide = options.element == ch08::CacheType::float32;
-  const auto element = options.element == ch08::CacheType::bf16 ? ch06::ElementType::bf16 : ch06::ElementType::f16;
+  const auto element = options.element == ch08::CacheType::bf16 ? ch06::ElementType::bf16 : ch06::ElementType::fp16;
   const fa::Tensor4<float> Q = wide ? in.Q : ch06::round_to(in.Q, element, "Q");
   const fa::Tensor4<float> K = wide ? in.K : ch06::round_to(in.K, element, "K");
   const fa::Tensor4<float> V = wide ? in.V : ch06::round_to(in.V, element, "V");
@@ -452,25 +452,35 @@ int main(int argc, char** argv) {
   out.option()->excludes(cluster_flag);
   program.summary_option()->excludes(cluster_flag);
 
-  ch09::Options options;
-  ch09::Layout layout = ch09::Layout::contiguous;
-  fa::Device device{};
-  fa::Shape4 full;  // the whole problem's [batch, heads, seq_len, head_dim], as rank 0 checked it
   const auto P = static_cast<std::size_t>(mpi.ranks);
-
-  const auto before_work = [&](fa::Plan& plan) -> std::optional<fa::Banner> {
+  bool joined = false;  // this rank joined every_rank_ready's collective, which every rank joins once
+  try {
+    program.parse(argc, argv);
     if (cluster) {
-      return fa::Banner{"the ring on a cluster, on paper",
-                        R"(Per step, a GPU's attention over its shard against the transfer of the next K/V shard, from
-the model in cluster_model.h: the transfer hides behind the compute once each GPU holds enough rows.)"};
+      program.check(fa::Plan{});
+      program.start(
+          fa::Banner{"the ring on a cluster, on paper",
+                     R"(Per step, a GPU's attention over its shard against the transfer of the next K/V shard, from
+the model in cluster_model.h: the transfer hides behind the compute once each GPU holds enough rows.)"});
+      joined = true;
+      if (!every_rank_ready(true)) {
+        if (mpi.rank == 0) throw std::runtime_error("another rank refused its checks before any work");
+        return program.finish(std::nullopt);
+      }
+      if (mpi.rank == 0) print_cluster_model(static_cast<double>(tflops));
+      return program.finish(std::nullopt);
     }
+
     if (seq > 0) flags.seq_len_q = flags.seq_len_k = seq;
-    layout = ch09::parse_layout(layout_text);
-    options = {flags.scale, flags.causal, ch08::parse_cache_type(dtype_text)};
+    const ch09::Layout layout = ch09::parse_layout(layout_text);
+    const ch09::Options options{flags.scale, flags.causal, ch08::parse_cache_type(dtype_text)};
     flags.accept_f16_files = options.element == ch08::CacheType::fp16;
     // Rank 0: every check of the inputs (the files' headers, shapes, dtypes and sizes, or the size
     // flags) and of the problem, before any work; every rank learns the verdict.
-    full = rank_0_checks(mpi, [&] {
+    fa::Device device{};
+    fa::Plan plan;
+    // The whole problem's [batch, heads, seq_len, head_dim], as rank 0 checked it.
+    const fa::Shape4 full = rank_0_checks(mpi, [&] {
       device = flags.chosen_device();
       const fa::AttentionShape shape = flags.plan(plan);  // Q, K, V whole: rank 0 draws or reads them
       ch09::check_problem(shape, P, options);
@@ -505,28 +515,23 @@ the model in cluster_model.h: the transfer hides behind the compute once each GP
     const std::uint64_t shard = fa::saturating_mul(
         sizeof(float), full.size() / P + full.batch * full.heads * 2 * full.head_dim);  // (a row longer, twice)
     plan.memory.add("this rank's shards: Q, K and V, two K/V shards on the wire, O", fa::saturating_mul(8, shard));
-    return fa::Banner{fmt::format("ring attention, {} rank{}, {} layout{}", P, P == 1 ? "" : "s",
-                                  ch09::to_string(layout), flags.causal ? ", causal" : ""),
-                      R"(Rank 0 draws (or reads) Q, K and V and scatters each rank its shard of the sequence's rows. At
+    program.check(plan);
+
+    program.start(
+        fa::Banner{fmt::format("ring attention, {} rank{}, {} layout{}", P, P == 1 ? "" : "s", ch09::to_string(layout),
+                               flags.causal ? ", causal" : ""),
+                   R"(Rank 0 draws (or reads) Q, K and V and scatters each rank its shard of the sequence's rows. At
 each of P steps a rank computes its queries against the K/V shard it holds (chapter 05's kernel,
 chapter 06's for bf16/fp16), which returns a partial (O_i, L_i), folds it into its running (O, L)
 with chapter 08's merge, and passes the shard to the next rank; the send and the receive start
 before the compute. Rank 0 gathers O and L and compares them with chapter 05 run in one process on
-the same inputs.)"};
-  };
-
-  bool entered = false;
-  const int status = program.run(argc, argv, before_work, [&]() -> std::optional<fa::Check> {
-    entered = true;
+the same inputs.)"});
+    joined = true;
     if (!every_rank_ready(true)) {
       // Another rank refused (rank 0 has said why; a refusal of another rank alone, e.g. its memory,
       // is named here).
       if (mpi.rank == 0) throw std::runtime_error("another rank refused its checks before any work");
-      return std::nullopt;
-    }
-    if (cluster) {
-      if (mpi.rank == 0) print_cluster_model(static_cast<double>(tflops));
-      return std::nullopt;
+      return program.finish(std::nullopt);
     }
     fa::AttentionFlags::Inputs in;  // rank 0: the whole Q, K, V, to scatter and to check against
     RankResult mine;
@@ -546,14 +551,16 @@ the same inputs.)"};
       abort_ring(e);
     }
     Gathered all = gather(mine, mpi, full, layout);
-    if (mpi.rank != 0) return std::nullopt;
+    if (mpi.rank != 0) return program.finish(std::nullopt);
     fmt::print("Q, K and V {}{}; inputs: {} (rank 0 scattered each rank its rows); {}; device: {}\n\n", full.str(),
                flags.causal ? ", causal" : "", in.origin, ch08::to_string(options.element), fa::to_string(device));
     print_ring(all, full, layout, flags.causal);
     fa::Check check = check_against_chapter_05(all, in, options, P, layout, device);
     out.write(std::move(all.O));
-    return check;
-  });
-  if (!entered) (void)every_rank_ready(false);
-  return status;
+    return program.finish(check);
+  } catch (...) {
+    const int status = program.exit_on_error();
+    if (!joined) (void)every_rank_ready(false);
+    return status;
+  }
 }

@@ -15,7 +15,7 @@ namespace ch09 {
 namespace {
 
 ch06::ElementType element_of(ch08::CacheType t) {
-  return t == ch08::CacheType::bf16 ? ch06::ElementType::bf16 : ch06::ElementType::f16;
+  return t == ch08::CacheType::bf16 ? ch06::ElementType::bf16 : ch06::ElementType::fp16;
 }
 
 // The chunks of a shard in the shard's own rows: chunk n of `chunks` is rows offset .. offset +
@@ -95,7 +95,8 @@ int RankState::fold(const KVShard& kv) {
       const fa::KernelRun part =
           partial_attention(Q_[q], take_rows(kv.K, {kv_local[k]}), take_rows(kv.V, {kv_local[k]}),
                             seen == Visible::diagonal, options_, device_);
-      // ... folded into the running (O, L) with chapter 08's merge (m_new, m_safe, rescale, l, acc).
+      // ... folded into the running (O, L) with chapter 08's combine, chapter 02's rule (m_new, m_safe,
+      // rescale, l, acc).
       const ch08::Partials partial{1, static_cast<int>(part.L.size()), static_cast<int>(shape_.head_dim), part.O.values,
                                    part.L};
       running_[q] = ch08::combine_partials(partial, running_[q] ? &*running_[q] : nullptr, device_);

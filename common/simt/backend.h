@@ -25,3 +25,11 @@
 #define SIMT_BACKEND cpu
 #define SIMT_BACKEND_PROFILED false
 #endif
+
+// SIMT_RUNTIME: the namespace of simt's runtime (DeviceBuffer, launch) in this translation unit: gpu
+// under nvcc, cpu for the host compiler, the profiled copy included (it shares the CPU's runtime).
+#if defined(__CUDACC__)
+#define SIMT_RUNTIME gpu
+#else
+#define SIMT_RUNTIME cpu
+#endif

@@ -35,16 +35,20 @@ std::string current_progress_label() {
 
 }  // namespace
 
-ShowProgress::ShowProgress(std::string label) {
+ShowProgress::ShowProgress(std::string label, bool show) {
+  if (!show) return;
   const char* term = std::getenv("TERM");
   const bool terminal = isatty(fileno(stdout)) != 0 && !(term != nullptr && std::strcmp(term, "dumb") == 0);
   std::scoped_lock lock(progress_mutex);
   progress_label = terminal ? std::move(label) : std::string();
+  showing_ = true;
 }
 
-ShowProgress::~ShowProgress() {
+void ShowProgress::stop() {
+  if (!showing_) return;
   std::scoped_lock lock(progress_mutex);
   progress_label.clear();
+  showing_ = false;
 }
 
 inline namespace cpu {

@@ -47,16 +47,21 @@ namespace {
 
 // ---- Per-kernel totals -----------------------------------------------------------------------
 
+// The hash of a key with a hash() of its own, for std::unordered_map.
+struct KeyHash {
+  template <class Key>
+  std::size_t operator()(const Key& key) const {
+    return key.hash();
+  }
+};
+
 struct SiteKey {
   std::uintptr_t site;
   Space space;
   Op op;
   bool operator==(const SiteKey&) const = default;
-};
-struct SiteKeyHash {
-  std::size_t operator()(const SiteKey& k) const {
-    return std::hash<std::uintptr_t>{}(k.site) ^ (static_cast<std::size_t>(k.space) << 1) ^
-           static_cast<std::size_t>(k.op);
+  std::size_t hash() const {
+    return std::hash<std::uintptr_t>{}(site) ^ (static_cast<std::size_t>(space) << 1) ^ static_cast<std::size_t>(op);
   }
 };
 
@@ -64,7 +69,7 @@ struct Totals {
   std::uint64_t launches = 0;
   GlobalCounts global_load, global_store;
   SharedCounts shared_load, shared_store;
-  std::unordered_map<SiteKey, Site, SiteKeyHash> sites;
+  std::unordered_map<SiteKey, Site, KeyHash> sites;
 
   void add(const Totals& other) {
     launches += other.launches;
@@ -118,11 +123,9 @@ struct InstructionKey {
   Space space;
   Op op;
   bool operator==(const InstructionKey&) const = default;
-};
-struct InstructionKeyHash {
-  std::size_t operator()(const InstructionKey& key) const {
-    return std::hash<std::uintptr_t>{}(key.site) * 31 + key.k * 7 + static_cast<std::size_t>(key.space) * 3 +
-           static_cast<std::size_t>(key.op);
+  std::size_t hash() const {
+    return std::hash<std::uintptr_t>{}(site)*31 + k * 7 + static_cast<std::size_t>(space) * 3 +
+           static_cast<std::size_t>(op);
   }
 };
 
@@ -132,7 +135,7 @@ struct Instruction {
 };
 
 struct PendingWarp {
-  std::unordered_map<InstructionKey, std::uint32_t, InstructionKeyHash> index;
+  std::unordered_map<InstructionKey, std::uint32_t, KeyHash> index;
   std::vector<Instruction> instructions;
 };
 

@@ -6,7 +6,7 @@
 //   device_code.h  what a kernel may write (__global__, threadIdx, __shared__, __syncthreads(),
 //                  warp shuffles, atomicAdd, the math functions)
 //   launch.h       simt::launch<Kernel>(grid, block, dynamic_shared_bytes, args...)
-//   buffer.h       simt::DeviceBuffer<T>
+//   buffer.h       simt::DeviceBuffer<T>; to_device.h simt::to_device<Element>(host), inputs to it
 //   schedule.h     CPU-only controls: the order of a block's threads, the number of host threads
 //   tensor_core.h  mma.sync m16n8k16, ldmatrix, cp.async, __syncwarp, simt::bf16 and simt::f16 (for
 //                  both backends: the PTX instructions under nvcc, their emulation on the CPU)
@@ -39,3 +39,4 @@
 #include "common/simt/schedule.h"
 #include "common/simt/tensor_core.h"
 #endif
+#include "common/simt/to_device.h"  // after the backend's DeviceBuffer

@@ -33,7 +33,7 @@
 #include <fmt/format.h>
 
 #include "chapters/07_backward/backward.h"
-#include "chapters/07_backward/reference.h"
+#include "chapters/07_backward/lab/reference.h"
 #include "common/compare.h"
 #include "common/tolerance.h"
 

@@ -1,4 +1,4 @@
-#include "chapters/08_decoding/profile_report.h"
+#include "chapters/08_decoding/lab/profile_report.h"
 
 #include <fmt/format.h>
 

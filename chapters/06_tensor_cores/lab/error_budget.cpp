@@ -1,4 +1,4 @@
-#include "chapters/06_tensor_cores/error_budget.h"
+#include "chapters/06_tensor_cores/lab/error_budget.h"
 
 #include <algorithm>
 #include <cmath>

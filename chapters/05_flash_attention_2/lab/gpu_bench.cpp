@@ -41,7 +41,7 @@
 
 #include "chapters/04_naive_attention/naive_attention.h"
 #include "chapters/05_flash_attention_2/flash_attention_2.h"
-#include "chapters/05_flash_attention_2/traffic_model.h"
+#include "chapters/05_flash_attention_2/lab/traffic_model.h"
 #include "common/gpu_bench.h"
 #include "common/simt/cuda_check.h"  // after <cuda_runtime.h>
 

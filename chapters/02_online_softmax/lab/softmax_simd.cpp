@@ -20,7 +20,7 @@
 // Source: chapter 01 (safe_softmax.h) and chapter 02 (online_softmax.h), lines as numbered there;
 // M. Milakov and N. Gimelshein, "Online normalizer calculation for softmax", arXiv:1805.02867
 // (2018), sections 2-3 (the passes over memory counted there are the ones this file saves).
-#include "chapters/02_online_softmax/softmax_simd.h"
+#include "chapters/02_online_softmax/lab/softmax_simd.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -28,7 +28,7 @@
 #include <stdexcept>
 
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "chapters/02_online_softmax/softmax_simd.cpp"
+#define HWY_TARGET_INCLUDE "chapters/02_online_softmax/lab/softmax_simd.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep  (re-includes this file per instruction set)
 
 #include <hwy/cache_control.h>

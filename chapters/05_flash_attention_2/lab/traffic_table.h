@@ -20,7 +20,7 @@
 
 #include <fmt/format.h>
 
-#include "chapters/05_flash_attention_2/traffic_model.h"
+#include "chapters/05_flash_attention_2/lab/traffic_model.h"
 
 namespace ch05 {
 

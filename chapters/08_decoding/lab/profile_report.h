@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "chapters/08_decoding/traffic_model.h"
+#include "chapters/08_decoding/lab/traffic_model.h"
 #include "common/simt/profile.h"
 
 namespace ch08 {

@@ -1,4 +1,4 @@
-#include "chapters/04_naive_attention/profile_report.h"
+#include "chapters/04_naive_attention/lab/profile_report.h"
 
 #include <fmt/format.h>
 

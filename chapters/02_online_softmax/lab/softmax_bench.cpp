@@ -37,7 +37,7 @@
 #include <hwy/aligned_allocator.h>
 
 #include "chapters/01_safe_softmax/safe_softmax.h"
-#include "chapters/02_online_softmax/softmax_simd.h"
+#include "chapters/02_online_softmax/lab/softmax_simd.h"
 #include "common/compare.h"
 #include "common/random.h"
 #include "common/tolerance.h"

@@ -33,7 +33,7 @@
 #include <CLI/CLI.hpp>
 
 #include "chapters/08_decoding/decoding.h"
-#include "chapters/08_decoding/traffic_model.h"
+#include "chapters/08_decoding/lab/traffic_model.h"
 #include "common/gpu_bench.h"
 #include "common/simt/cuda_check.h"  // after <cuda_runtime.h>
 

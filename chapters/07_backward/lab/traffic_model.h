@@ -1,6 +1,6 @@
 // Chapter 07's second idea: what the backward pass moves between HBM and the chip, and how much
 // work it does, for each of the two ways to produce dQ. Built on chapter 05's model
-// (chapters/05_flash_attention_2/traffic_model.h: TrafficCase, check_walk, ceil_div), with the same
+// (chapters/05_flash_attention_2/lab/traffic_model.h: TrafficCase, check_walk, ceil_div), with the same
 // two counters: `moved` (no L2 reuse: every load and store reaches HBM) and `once` (every re-read an
 // L2 hit: each value crosses once).
 //
@@ -44,7 +44,7 @@
 #include <cstdint>
 #include <functional>
 
-#include "chapters/05_flash_attention_2/traffic_model.h"
+#include "chapters/05_flash_attention_2/lab/traffic_model.h"
 
 namespace ch07 {
 

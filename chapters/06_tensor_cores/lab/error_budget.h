@@ -37,7 +37,7 @@ namespace ch06 {
 // FlashAttention's own factor.
 inline constexpr double kBudgetFactor = 2.0;
 // Chapter 05 (the reference the kernel is compared with) is itself ~1e-7 from exact arithmetic
-// (its own bound, chapters/04_naive_attention/agreement.h, is about 1e-6 for scores of order 1);
+// (its own bound, chapters/04_naive_attention/lab/vs_chapter_03.h, is about 1e-6 for scores of order 1);
 // added so that a case whose low-precision reference is exact (a single key: O = V) is not asked
 // to beat float32.
 inline constexpr double kFloat32Floor = 1e-6;

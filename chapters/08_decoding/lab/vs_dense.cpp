@@ -1,4 +1,4 @@
-#include "chapters/08_decoding/agreement.h"
+#include "chapters/08_decoding/lab/vs_dense.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,10 +9,10 @@
 #include <fmt/format.h>
 
 #include "chapters/03_online_weighted_sum/attention.h"
-#include "chapters/04_naive_attention/agreement.h"
-#include "chapters/05_flash_attention_2/agreement.h"
+#include "chapters/04_naive_attention/lab/vs_chapter_03.h"
 #include "chapters/05_flash_attention_2/flash_attention_2.h"
-#include "chapters/06_tensor_cores/error_budget.h"
+#include "chapters/05_flash_attention_2/lab/vs_chapter_04.h"
+#include "chapters/06_tensor_cores/lab/error_budget.h"
 #include "chapters/06_tensor_cores/tensor_cores.h"
 #include "common/tolerance.h"
 
@@ -23,7 +23,7 @@ namespace {
 bool is_16_bit(CacheType t) { return t != CacheType::float32; }
 
 ch06::ElementType element_of(CacheType t) {
-  return t == CacheType::bf16 ? ch06::ElementType::bf16 : ch06::ElementType::f16;
+  return t == CacheType::bf16 ? ch06::ElementType::bf16 : ch06::ElementType::fp16;
 }
 
 // x as the kernel sees it: rounded to a 16-bit cache type, unchanged for float32.

@@ -1,4 +1,4 @@
-#include "chapters/05_flash_attention_2/profile_report.h"
+#include "chapters/05_flash_attention_2/lab/profile_report.h"
 
 #include <fmt/format.h>
 

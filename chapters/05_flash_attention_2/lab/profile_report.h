@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "chapters/05_flash_attention_2/traffic_model.h"
+#include "chapters/05_flash_attention_2/lab/traffic_model.h"
 #include "common/chapter.h"
 #include "common/simt/profile.h"
 #include "common/tensor.h"

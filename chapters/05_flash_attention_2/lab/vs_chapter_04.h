@@ -90,36 +90,45 @@ inline double logsumexp(std::span<const float> s) {
 // The row of L closest to (or furthest past) its bound.
 struct WorstL {
   double error = 0.0;  // |L - L_ref| of that row (fa::abs_difference: NaN or inf on one side: inf)
-  double bound = 0.0;  // L_bound of that row
+  double bound = 0.0;  // the bound of that row
   std::size_t row = 0;
   bool pass = true;  // every row within its bound
 };
 
-// Compares L with L_ref row by row (L, L_ref and L_magnitude [rows]; L_magnitude from
-// L_magnitudes, on the same rows); `allowance`, when given ([rows]), is added to each row's bound.
-// A row whose bound is not finite fails: it would check nothing. Throws std::invalid_argument for
-// different sizes.
-inline WorstL worst_L(std::span<const float> L, std::span<const double> L_ref, std::span<const double> L_magnitude,
-                      std::size_t seq_len_k, std::span<const double> allowance = {}) {
-  if (L.size() != L_ref.size() || L.size() != L_magnitude.size() ||
-      (!allowance.empty() && allowance.size() != L.size())) {
-    throw std::invalid_argument("worst_L: L, L_ref, L_magnitude and the allowance differ in size");
+// Compares L with L_ref row by row, each row against its own bound (L, L_ref and bounds [rows]): the
+// row closest to its bound, and whether every row is within. A row whose bound is not finite fails:
+// it would check nothing. Throws std::invalid_argument for different sizes.
+inline WorstL worst_row(std::span<const float> L, std::span<const double> L_ref, std::span<const double> bounds) {
+  if (L.size() != L_ref.size() || L.size() != bounds.size()) {
+    throw std::invalid_argument("worst_row: L, L_ref and the bounds differ in size");
   }
-  WorstL worst{0.0, L_ref.empty() ? 0.0 : L_bound(L_ref[0], L_magnitude[0], seq_len_k), 0, true};
+  WorstL worst{0.0, bounds.empty() ? 0.0 : bounds[0], 0, true};
   double worst_ratio = -1.0;
   for (std::size_t r = 0; r < L.size(); ++r) {
     const double error = fa::abs_difference(L[r], L_ref[r]);
-    const double bound = L_bound(L_ref[r], L_magnitude[r], seq_len_k) + (allowance.empty() ? 0.0 : allowance[r]);
-    const double ratio = error == 0.0 ? 0.0 : bound > 0.0 ? error / bound : INFINITY;
-    if (!(error <= bound) || !std::isfinite(bound)) worst.pass = false;
+    const double ratio = error == 0.0 ? 0.0 : bounds[r] > 0.0 ? error / bounds[r] : INFINITY;
+    if (!(error <= bounds[r]) || !std::isfinite(bounds[r])) worst.pass = false;
     if (ratio > worst_ratio) {
       worst_ratio = ratio;
-      worst.error = error;
-      worst.bound = bound;
-      worst.row = r;
+      worst = {error, bounds[r], r, worst.pass};
     }
   }
   return worst;
+}
+
+// worst_row with this chapter's bound, L_bound, for each row (L, L_ref and L_magnitude [rows];
+// L_magnitude from L_magnitudes, on the same rows); `allowance`, when given ([rows]), is added to
+// each row's bound. Throws std::invalid_argument for different sizes.
+inline WorstL worst_L(std::span<const float> L, std::span<const double> L_ref, std::span<const double> L_magnitude,
+                      std::size_t seq_len_k, std::span<const double> allowance = {}) {
+  if (L_ref.size() != L_magnitude.size() || (!allowance.empty() && allowance.size() != L_ref.size())) {
+    throw std::invalid_argument("worst_L: L, L_ref, L_magnitude and the allowance differ in size");
+  }
+  std::vector<double> bounds(L_ref.size());
+  for (std::size_t r = 0; r < bounds.size(); ++r) {
+    bounds[r] = L_bound(L_ref[r], L_magnitude[r], seq_len_k) + (allowance.empty() ? 0.0 : allowance[r]);
+  }
+  return worst_row(L, L_ref, bounds);
 }
 
 }  // namespace ch05
