@@ -248,12 +248,20 @@ std::string error_field(std::string_view name, const ErrorStats& s);
 // check fails, whatever the error. Never throws.
 inline bool within(double error, double bound) { return std::isfinite(bound) && error <= bound; }
 
-// within() for a comparison: the same positions of NaN and infinities on both sides too
-// (compare.h, agrees).
-inline bool within(const ErrorStats& s, double bound) { return std::isfinite(bound) && agrees(s, bound); }
+// A relative error is a fraction of the reference: a relative bound of 1 or more lets through an
+// output that is all wrong (0 is 100% off), so it checks nothing, and the check fails, whatever the
+// error. Never throws.
+inline bool within_relative(double error, double bound) { return within(error, bound) && bound < 1.0; }
+
+// within_relative() for a comparison (its relative L2 error): the same positions of NaN and
+// infinities on both sides too (compare.h, agrees).
+inline bool within(const ErrorStats& s, double bound) { return within_relative(0.0, bound) && agrees(s, bound); }
 
 // A bound as a verdict prints it, with `format` ("{:.2g}"), or "inf (no bound)" / "nan (no bound)".
 std::string bound_text(double bound, std::string_view format = "{:.2g}");
+// The same for a relative bound, which says too when it is 1 or more: "1.9 (1 or more: checks
+// nothing)" (within_relative).
+std::string relative_bound_text(double bound, std::string_view format = "{:.2g}");
 
 // True when every value is finite. With finite inputs, attention's O is a weighted mean of V's rows
 // and every gradient is finite too: a NaN or an infinity there is an overflow of the float32
@@ -332,6 +340,9 @@ struct Plan {
   void add_input(std::string flag, std::string path);
   // An output file written by other means than an Output (e.g. --profile-json): checked like one.
   void add_output(std::string flag, std::string path);
+  // Input values given on the command line (e.g. --scores 1,3,5,2), which must be finite as an
+  // input file's must; with `minus_inf_masks`, -inf is accepted too (a masked score, weight 0).
+  void add_input_values(std::string flag, std::span<const double> values, bool minus_inf_masks = false);
 
   // Optional: loads the data whose values must be checked too before any work (chapter 06: inputs
   // that its element type cannot hold). The front door calls it after its own checks, the memory's
@@ -339,6 +350,12 @@ struct Plan {
   std::function<void()> load;
 
   std::vector<std::pair<std::string, std::string>> inputs, outputs;  // (flag, path)
+  struct InputValues {
+    std::string flag;
+    std::vector<double> values;
+    bool minus_inf_masks = false;
+  };
+  std::vector<InputValues> input_values;
 };
 
 // One output file of a demo, a tensor as .npy (common/npy.h), given by a flag such as --out. Its

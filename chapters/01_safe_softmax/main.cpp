@@ -84,7 +84,8 @@ int main(int argc, char** argv) {
   fa::cli::add_number_list(program.app(), "--scores", scores,
                            "comma-separated scores to run in float and in double, e.g. 1,3,5,2")
       ->default_str("the two overflow examples");
-  const auto before_work = [&](fa::Plan&) -> std::optional<fa::Banner> {
+  const auto before_work = [&](fa::Plan& plan) -> std::optional<fa::Banner> {
+    plan.add_input_values("--scores", scores, true);  // -inf: a masked score
     return fa::Banner{"safe softmax",
                       R"(p_i = exp(x_i - max) / sum_j exp(x_j - max): the same weights as exp(x_i) / sum_j exp(x_j),
 but no exp() ever sees a positive argument, so nothing overflows.)"};

@@ -17,6 +17,7 @@
 #include <limits>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -189,6 +190,14 @@ rescaled by exp(m - m_new) when the max rises.)");
   fa::cli::add_integer(app, "--n", n, "number of random scores for the agreement with chapter 01", 1, 1000000000);
   fa::cli::add_integer(app, "--seed", seed, "seed of the random scores", 0);
   const auto before_work = [&](fa::Plan& plan) -> std::optional<fa::Banner> {
+    plan.add_input_values("--scores", scores, true);  // -inf: a masked score
+    // Both runs print the trace of --scores: its limit is checked before anything is printed.
+    if (scores.size() > max_traced_scores) {
+      throw std::invalid_argument(fmt::format(
+          "--scores: {} scores; the trace prints every term at every step, so it takes at most {} (--n sets the "
+          "random scores of the agreement)",
+          scores.size(), max_traced_scores));
+    }
     if (trace_only) return std::nullopt;
     // At the peak: the scores (double), the exact weights (long double, 16 bytes), and one row of the
     // agreement table's scores, online weights and chapter 01's weights in double.

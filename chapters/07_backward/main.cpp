@@ -29,6 +29,7 @@
 #include "common/chapter.h"
 #include "common/npy.h"
 #include "common/random.h"
+#include "common/simt/progress.h"
 
 namespace {
 
@@ -38,6 +39,14 @@ fa::Tensor4<float> load_or_draw_dO(const std::string& path, const fa::Shape4& q_
   if (path.empty()) return fa::Tensor4<float>(q_shape, fa::normal<float>(q_shape.size(), seed + 3));
   return fa::read_npy_f32_4d(path);
 }
+
+// A rough rate of this demo on the CPU path, for the notice of a long run only: the floating-point
+// operations of one score's worth of work, 4 x head_dim for the forward, 10 x head_dim for the
+// backward kernels, and the float64 gradient and the float32 evaluation beside them (each a forward
+// and a backward, 14 x head_dim), at the rate of chapter 05's kernel through common/simt on a 2-core
+// laptop (ch05_flash_attention_2's figure).
+constexpr double kFlopsPerScore = 4 + 10 + 2 * 14;  // x head_dim
+constexpr double kFlopsPerSecond = 1e9;
 
 void print_traffic(const ch07::TrafficCase& c) {
   fmt::print("\nThe traffic model for one head of this problem (float32, non-causal, traffic_model.h):\n");
@@ -111,6 +120,10 @@ float64 gradient built on chapter 03, within a bound set by a plain float32 eval
   };
 
   return program.run(argc, argv, before_work, [&]() -> std::optional<fa::Check> {
+    const double flops = kFlopsPerScore * static_cast<double>(shape.batch * shape.heads) *
+                         static_cast<double>(shape.seq_len_q) * static_cast<double>(shape.seq_len_k) *
+                         static_cast<double>(shape.head_dim);
+    const bool long_run = device == fa::Device::cpu && fa::announce_long_run(flops, kFlopsPerSecond);
     const fa::AttentionFlags::Inputs in = flags.load();
     const fa::Tensor4<float> dO = load_or_draw_dO(do_path, in.Q.shape, flags.seed);
     const std::size_t seq_len_k = in.K.shape.seq_len;
@@ -120,9 +133,12 @@ float64 gradient built on chapter 03, within a bound set by a plain float32 eval
     fmt::print("dQ: {}\n\n", deterministic ? "deterministic (the dq kernel, query blocks outside: same bits every run)"
                                            : "atomic (atomicAdd from the dK, dV kernel: the order of the adds varies)");
 
+    std::optional<simt::ShowProgress> progress;  // a long run shows the kernels' blocks as they finish
+    if (long_run) progress.emplace("chapter 05's forward and the backward kernels");
     ch05::Result forward = ch05::flash_attention_2(in.Q, in.K, in.V, {flags.scale, flags.causal}, device);
     ch07::Gradients g = ch07::flash_attention_2_backward(in.Q, in.K, in.V, forward.O, forward.L, dO,
                                                          {flags.scale, flags.causal, method}, device);
+    progress.reset();
     fmt::print(
         "time: {:.3f} ms for the backward pass, {:.3f} ms for chapter 05's forward ({}; wall clock of one "
         "run, not a benchmark)\n",
@@ -161,8 +177,9 @@ float64 gradient built on chapter 03, within a bound set by a plain float32 eval
                     deterministic ? "deterministic" : "atomic"),
         fmt::format("dQ {:.2g}, dK {:.2g}, dV {:.2g} (rel L2){}", checks.dQ.error.rel_l2, checks.dK.error.rel_l2,
                     checks.dV.error.rel_l2, not_finite > 0 ? fmt::format(", {} NaN or inf", not_finite) : ""),
-        fmt::format("{}, {}, {}", fa::bound_text(checks.dQ.bound, "{:.1e}"), fa::bound_text(checks.dK.bound, "{:.1e}"),
-                    fa::bound_text(checks.dV.bound, "{:.1e}")),
+        fmt::format("{}, {}, {}", fa::relative_bound_text(checks.dQ.bound, "{:.1e}"),
+                    fa::relative_bound_text(checks.dK.bound, "{:.1e}"),
+                    fa::relative_bound_text(checks.dV.bound, "{:.1e}")),
         checks.pass() && !overflowed};
   });
 }
