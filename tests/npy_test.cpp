@@ -452,6 +452,7 @@ TEST_CASE("a temporary file is removed when SIGINT, SIGTERM, SIGHUP, SIGPIPE or 
     if (child == 0) {  // the child: a file half written, then it waits to be interrupted
       const rlimit no_core{0, 0};
       setrlimit(RLIMIT_CORE, &no_core);  // (SIGQUIT's default dumps core)
+      std::signal(signal_number, SIG_DFL);  // not Catch2's handler, which the child inherits: the default
       fa::TemporaryFile temporary(path);
       const char byte = 'x';
       if (write(temporary.fd(), &byte, 1) != 1) _exit(3);
@@ -533,7 +534,7 @@ TEST_CASE("the first NaN or infinity of a file is found with its index, in float
     REQUIRE(found.has_value());
     CHECK(found->index == 17);
     CHECK(found->shape == shape);
-    CHECK(std::isnan(bad) ? std::isnan(found->value) : found->value == bad);
+    CHECK((std::isnan(bad) ? std::isnan(found->value) : found->value == bad));
   }
   // float16: the bits of a NaN (0x7e00) at value 5 of a [1, 1, 2, 4] file, where asked for.
   const std::string header = "{'descr': '<f2', 'fortran_order': False, 'shape': (1, 1, 2, 4), }";

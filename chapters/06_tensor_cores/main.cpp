@@ -95,6 +95,8 @@ float32 accumulation), checked against chapter 05.)");
       in->Q = ch06::round_to(in->Q, element, "Q");
       in->K = ch06::round_to(in->K, element, "K");
       in->V = ch06::round_to(in->V, element, "V");
+      // Scores past what the kernel's exponent can hold to the budget are refused (error_budget.h).
+      ch06::check_score_range(in->Q, in->K, flags.scale.value_or(fa::default_scale(shape.head_dim)), element);
     };
     const std::string type(ch06::to_string(element));
     return fa::Banner{

@@ -24,6 +24,7 @@
 #include <CLI/CLI.hpp>
 
 #include "chapters/05_flash_attention_2/flash_attention_2.h"
+#include "chapters/06_tensor_cores/error_budget.h"
 #include "chapters/06_tensor_cores/tensor_cores.h"
 #include "chapters/08_decoding/agreement.h"
 #include "chapters/08_decoding/decoding.h"
@@ -279,6 +280,8 @@ int main(int argc, char** argv) {
         ch06::check_fits(in->Q, element, "Q");
         ch06::check_fits(in->K, element, "K");
         ch06::check_fits(in->V, element, "V");
+        // chapter 06, the reference, cannot be held to its budget past these scores (error_budget.h)
+        ch06::check_score_range(in->Q, in->K, flags.scale.value_or(fa::default_scale(shapes.q.head_dim)), element);
       }
     };
 

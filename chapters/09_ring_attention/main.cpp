@@ -545,6 +545,18 @@ the model in cluster_model.h: the transfer hides behind the compute once each GP
     const std::uint64_t shard = fa::saturating_mul(
         sizeof(float), full.size() / P + full.batch * full.heads * 2 * full.head_dim);  // (a row longer, twice)
     plan.memory.add("this rank's shards: Q, K and V, two K/V shards on the wire, O", fa::saturating_mul(8, shard));
+    if (mpi.rank == 0 && options.element != ch08::CacheType::float32) {
+      // bf16, fp16: chapter 06's kernel, whose exponent has a limit on the scores (error_budget.h),
+      // checked on the inputs before any work (which draws or reads them again); a refusal here ends
+      // every rank as one of rank 0's checks does (the others learn it in their first collective).
+      plan.load = [&] {
+        const fa::AttentionFlags::Inputs in = flags.load();
+        const auto element =
+            options.element == ch08::CacheType::bf16 ? ch06::ElementType::bf16 : ch06::ElementType::f16;
+        ch06::check_score_range(ch06::round_to(in.Q, element, "Q"), ch06::round_to(in.K, element, "K"),
+                                options.scale.value_or(fa::default_scale(full.head_dim)), element);
+      };
+    }
     return fa::Banner{fmt::format("ring attention, {} rank{}, {} layout{}", P, P == 1 ? "" : "s",
                                   ch09::to_string(layout), flags.causal ? ", causal" : ""),
                       R"(Rank 0 draws (or reads) Q, K and V and scatters each rank its shard of the sequence's rows. At
