@@ -391,19 +391,24 @@ class Output {
 //         [&]() -> std::optional<fa::Check> { ...the work...; out.write(O); return check; });
 //   }
 //
-// run() does, in order:
+// run() does, in order (the guards of common/front_door.h at their steps: the standard streams
+// first, an empty value refused in step 1, the inputs' values checked in step 2, stdout's delivery
+// after step 6):
 //   1. parse the flags; --help prints every flag with its default
 //   2. plan(): the chapter's checks of everything the flags name (shapes, limits, files: whatever
 //      can be refused without doing the work), then the front door's: every output path (and
-//      --summary's) writable, distinct from each other and from every input, the memory plan
-//      against the machine's memory; then plan.load(), when the chapter gave one
+//      --summary's) writable (a temporary file created beside each, and removed), distinct from each
+//      other and from every input, every value of every input finite (or --allow-nonfinite), the
+//      memory plan against the machine's memory; then plan.load(), when the chapter gave one
 //   3. print the banner plan() returned (none: nothing)
 //   4. work(): the chapter's content; returns the check (none: this run checks nothing)
 //   5. write every Output the work handed a tensor, all together, whole or not at all (npy.h)
-//   6. print the verdict line and, with --summary FILE, append it to FILE (demo.h)
+//   6. print the verdict line and, with --summary FILE, append it to FILE (demo.h); with
+//      --allow-nonfinite and a NaN or an infinity in the inputs, the verdict is FAIL
 // A refusal in steps 1 or 2 prints one line "error: ..." on stderr, before anything else, and exits
-// with 2; an error in steps 4-6 prints "error: ..." and exits with 1; FAIL exits with 1, PASS (or
-// no check) with 0.
+// with 2; an error in steps 4-6 prints "error: ..." and exits with 1; FAIL exits with 1, and so
+// does a run whose output did not reach stdout (a full disk, a closed stdout); PASS (or no check)
+// with 0. A closed or full stderr loses the line, never the status.
 class Program {
  public:
   // `chapter` (1 ... 9) heads the banner; `description` heads --help. Registers --summary FILE.

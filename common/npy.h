@@ -87,8 +87,9 @@ struct NpyFile {
 // heads, seq_len, head_dim), the header padded so that the data starts at a multiple of 64 bytes,
 // as NumPy does), all of them or none: each goes to a temporary file beside its path first
 // (common/temporary_file.h), and only once every one is complete is each renamed over its path. A
-// write that fails part way (a full disk, the file-size limit of ulimit -f), an exception or SIGINT
-// or SIGTERM leaves every path as it was and removes the temporary files. Throws
+// write that fails part way (a full disk, the file-size limit of ulimit -f), an exception or a
+// signal that ends the process (SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGQUIT: temporary_file.h) leaves
+// every path as it was and removes the temporary files. Throws
 // std::runtime_error naming the path and the cause (check_output_path's reasons, "the file-size
 // limit of this process stops the write (...)", "the disk is full (...)").
 void write_npy_f32_files(std::span<const NpyFile> files);

@@ -32,7 +32,8 @@ namespace {
 
 int usage() {
   std::fputs(
-      "usage: make_npy sparse FILE B H N D | value FILE B H N D X [I] | fifo FILE | header FILE TEXT | inputs DIR B H N D "
+      "usage: make_npy sparse FILE B H N D | value FILE B H N D X [I] | fifo FILE | header FILE TEXT | inputs DIR B H "
+      "N D "
       "SEED\n",
       stderr);
   return 2;

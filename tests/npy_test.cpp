@@ -4,9 +4,9 @@
 // crash: run under the asan preset this checks that no input reaches undefined behaviour).
 //
 // The bytes of each file are made here, in the test; nothing is read from fixtures.
-#include <cstdint>
-#include <csignal>
 #include <cmath>
+#include <csignal>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -439,8 +439,7 @@ TEST_CASE("files are written together: when one cannot be, none is, and the earl
 // Not under ThreadSanitizer: the forked child inherits Catch2's own signal handler, which allocates,
 // and TSan reports that (not this code) as a signal-unsafe call before the child can end.
 #if !defined(__SANITIZE_THREAD__)
-TEST_CASE("a temporary file is removed when SIGINT, SIGTERM, SIGHUP, SIGPIPE or SIGQUIT ends the process",
-          "[common]") {
+TEST_CASE("a temporary file is removed when SIGINT, SIGTERM, SIGHUP, SIGPIPE or SIGQUIT ends the process", "[common]") {
   for (const int signal_number : {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGQUIT}) {
     CAPTURE(signal_number);
     TempDir dir;
@@ -451,7 +450,7 @@ TEST_CASE("a temporary file is removed when SIGINT, SIGTERM, SIGHUP, SIGPIPE or 
     REQUIRE(child >= 0);
     if (child == 0) {  // the child: a file half written, then it waits to be interrupted
       const rlimit no_core{0, 0};
-      setrlimit(RLIMIT_CORE, &no_core);  // (SIGQUIT's default dumps core)
+      setrlimit(RLIMIT_CORE, &no_core);     // (SIGQUIT's default dumps core)
       std::signal(signal_number, SIG_DFL);  // not Catch2's handler, which the child inherits: the default
       fa::TemporaryFile temporary(path);
       const char byte = 'x';
@@ -550,7 +549,7 @@ TEST_CASE("the first NaN or infinity of a file is found with its index, in float
 TEST_CASE("checking an output path leaves nothing behind, and refuses a name too long before any work", "[common]") {
   TempDir dir;
   fa::check_output_path(dir.file("o.npy"));
-  CHECK(std::filesystem::is_empty(dir.path));  // the probe's temporary file is gone
+  CHECK(std::filesystem::is_empty(dir.path));                              // the probe's temporary file is gone
   const std::string long_name = dir.file(std::string(300, 'a') + ".npy");  // past NAME_MAX (255)
   try {
     fa::check_output_path(long_name);
@@ -559,4 +558,3 @@ TEST_CASE("checking an output path leaves nothing behind, and refuses a name too
     CHECK(std::string(e.what()).find("cannot create a temporary file beside it") != std::string::npos);
   }
 }
-

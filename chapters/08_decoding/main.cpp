@@ -164,9 +164,9 @@ void print_agreement(const ch08::Agreement& a) {
     const std::string nonfinite = fa::nonfinite_report(s.O);
     fmt::print("  {:>8} {:>6}   {:<23.2g}  {:<9.2g}  {:<22.2g}  {:<9.2g}  {}{}\n", s.sequence, s.length, s.O.rel_l2,
                s.O_bound, s.L_error, s.L_bound,
-               s.pass                          ? "ok"
+               s.pass                        ? "ok"
                : !fa::within(s.O, s.O_bound) ? "OUTSIDE (O)"  // the check that failed: O, else L
-                                               : "OUTSIDE (L)",
+                                             : "OUTSIDE (L)",
                nonfinite.empty() ? "" : " (" + nonfinite + ")");
   }
 }
