@@ -67,7 +67,7 @@ void refuse_empty_values(CLI::App& app) {
         [file](std::string& text) {
           if (!text.empty()) return std::string();
           return std::string(file ? "the path is empty: give a file name such as o.npy"
-                                  : "the value is empty: give one (see --help for what is accepted)");
+                                  : "an empty value is not accepted");
         },
         "", ""));
   }

@@ -77,7 +77,11 @@ Program::Program(int chapter, std::string description)
   app_->option_defaults()->always_capture_default();
   summary_option_ = app_->add_option("--summary", summary_path_,
                                      "append this run's check, one tab-separated line, to FILE (the tour does)");
-  summary_option_->default_str("none");
+  summary_option_->default_str("none")->check(CLI::Validator(
+      [](std::string& path) {
+        return path.empty() ? std::string("the path is empty: give a file name such as tour.tsv") : "";
+      },
+      "", ""));
   add_nonfinite_flag(*app_);
 }
 
