@@ -236,12 +236,20 @@ std::string error_field(std::string_view name, const ErrorStats& s);
 // check fails, whatever the error. Never throws.
 inline bool within(double error, double bound) { return std::isfinite(bound) && error <= bound; }
 
-// within() for a comparison: the same positions of NaN and infinities on both sides too
-// (compare.h, agrees).
-inline bool within(const ErrorStats& s, double bound) { return std::isfinite(bound) && agrees(s, bound); }
+// A relative error is a fraction of the reference: a relative bound of 1 or more lets through an
+// output that is all wrong (0 is 100% off), so it checks nothing, and the check fails, whatever the
+// error. Never throws.
+inline bool within_relative(double error, double bound) { return within(error, bound) && bound < 1.0; }
+
+// within_relative() for a comparison (its relative L2 error): the same positions of NaN and
+// infinities on both sides too (compare.h, agrees).
+inline bool within(const ErrorStats& s, double bound) { return within_relative(0.0, bound) && agrees(s, bound); }
 
 // A bound as a verdict prints it, with `format` ("{:.2g}"), or "inf (no bound)" / "nan (no bound)".
 std::string bound_text(double bound, std::string_view format = "{:.2g}");
+// The same for a relative bound, which says too when it is 1 or more: "1.9 (1 or more: checks
+// nothing)" (within_relative).
+std::string relative_bound_text(double bound, std::string_view format = "{:.2g}");
 
 // True when every value is finite. With finite inputs, attention's O is a weighted mean of V's rows
 // and every gradient is finite too: a NaN or an infinity there is an overflow of the float32
@@ -320,8 +328,17 @@ struct Plan {
   void add_input(std::string flag, std::string path);
   // An output file written by other means than an Output (e.g. --profile-json): checked like one.
   void add_output(std::string flag, std::string path);
+  // Input values given on the command line (e.g. --scores 1,3,5,2), which must be finite as an
+  // input file's must; with `minus_inf_masks`, -inf is accepted too (a masked score, weight 0).
+  void add_input_values(std::string flag, std::span<const double> values, bool minus_inf_masks = false);
 
   std::vector<std::pair<std::string, std::string>> inputs, outputs;  // (flag, path)
+  struct InputValues {
+    std::string flag;
+    std::vector<double> values;
+    bool minus_inf_masks = false;
+  };
+  std::vector<InputValues> input_values;
 };
 
 // One output file of a demo, a tensor as .npy (common/npy.h), given by a flag such as --out. Its
@@ -367,9 +384,13 @@ class Output {
 //     }
 //   }
 //
-// An exception before start() is a refusal: one line "error: ..." on stderr, before anything else,
-// and status 2. After start() it is an error of the work: "error: ...", status 1. FAIL exits with 1,
-// PASS (or no check) with 0; --help prints every flag with its default and exits with 0.
+// The guards of common/front_door.h stand at these steps: the standard streams first and an empty
+// value refused in parse(), every value of every input checked in check(), stdout's delivery
+// checked in finish(). An exception before start() is a refusal: one line "error: ..." on stderr,
+// before anything else, and status 2. After start() it is an error of the work: "error: ...",
+// status 1. FAIL exits with 1, and so does a run whose output did not reach stdout (a full disk, a
+// closed stdout); PASS (or no check) with 0; --help prints every flag with its default and exits
+// with 0. A closed or full stderr loses the line, never the status.
 class Program {
  public:
   // `chapter` (1 ... 10) heads the banner; `description` heads --help. Registers --summary FILE.
@@ -392,16 +413,19 @@ class Program {
   // throws; exit_on_error() turns each into its line and status.
   void parse(int argc, char** argv);
   // 2. The front door's checks of what the chapter's checks put in `plan`: every output path (and
-  // --summary's) writable, distinct from each other and from every input; the memory plan against
-  // the machine's memory. Throws std::runtime_error naming the flag and the file, or the memory.
+  // --summary's) writable (a temporary file created beside each, and removed), distinct from each
+  // other and from every input; every value of every input finite (or --allow-nonfinite); the memory
+  // plan against the machine's memory. Throws std::runtime_error naming the flag and the file, or
+  // the memory.
   void check(const Plan& plan) const;
   // 3. Prints the banner (nothing for a run that shows none). From here on an exception is an error
   // of the work, status 1, no longer a refusal.
   void start(const std::optional<Banner>& banner);
   // 5. Writes every Output the work handed a tensor, all together, whole or not at all (npy.h);
-  // 6. prints the verdict line and, with --summary FILE, appends it to FILE (demo.h). Returns the
-  // exit status: 0 for PASS or no check, 1 for FAIL. Throws std::runtime_error for an output the work
-  // did not hand over, or one that cannot be written.
+  // 6. prints the verdict line and, with --summary FILE, appends it to FILE (demo.h); with
+  // --allow-nonfinite and a NaN or an infinity in the inputs, the verdict is FAIL. Returns the exit
+  // status: 0 for PASS or no check, 1 for FAIL or a verdict that did not reach stdout. Throws
+  // std::runtime_error for an output the work did not hand over, or one that cannot be written.
   int finish(const std::optional<Check>& check);
   // The exit status of the exception being handled, after printing its one line on stderr: 0 for
   // --help (which prints the flags), 2 before start() (a refusal: "... (see --help)" for a flag),

@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <cmath>
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
@@ -436,6 +437,30 @@ Shape4 read_npy_shape(const std::string& path, bool accept_f16) {
   return read_header(in, path, accept_f16).shape;
 }
 
+std::optional<NonFiniteValue> first_nonfinite(const std::string& path, bool accept_f16) {
+  require_regular_file(path);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(path, fmt::format("cannot open for reading: {}", std::generic_category().message(errno)));
+  const Header header = read_header(in, path, accept_f16);
+  const std::uint64_t value_bytes = header.f16 ? 2 : 4;
+  // A chunk at a time (1 MiB), so that the check holds no more than that of a file of any size.
+  std::vector<unsigned char> chunk(std::size_t{1} << 20);
+  std::uint64_t index = 0;
+  for (std::uint64_t left = header.data_bytes; left > 0;) {
+    const std::uint64_t count = std::min<std::uint64_t>(left, chunk.size());
+    in.read(reinterpret_cast<char*>(chunk.data()), static_cast<std::streamsize>(count));
+    if (static_cast<std::uint64_t>(in.gcount()) != count) fail(path, "read error");
+    for (std::uint64_t at = 0; at < count; at += value_bytes, ++index) {
+      const std::uint64_t bits = little_endian(&chunk[at], value_bytes);
+      const float value = header.f16 ? static_cast<float>(std::bit_cast<simt::f16>(static_cast<std::uint16_t>(bits)))
+                                     : std::bit_cast<float>(static_cast<std::uint32_t>(bits));
+      if (!std::isfinite(value)) return NonFiniteValue{header.shape, index, value};
+    }
+    left -= count;
+  }
+  return std::nullopt;
+}
+
 namespace {
 
 // The bytes of t's file: format version 1.0, descr '<f4', fortran_order False, shape (batch, heads,
@@ -514,6 +539,15 @@ void check_output_path(const std::string& path) {
     fail(path,
          fmt::format("cannot write into the folder {}: {}", folder.string(), std::generic_category().message(errno)));
   }
+  // The write is a rename over the file, which a read-only file does not stop: refuse it here, as
+  // cp would. (access() asks for the real user: root may write anything, as with cp.)
+  if (std::filesystem::exists(status) && access(path.c_str(), W_OK) != 0) {
+    fail(path, fmt::format("exists and this user may not write it ({}); give another file, or change its mode",
+                           std::generic_category().message(errno)));
+  }
+  // access() does not know every refusal (a read-only or pseudo file system such as /sys says yes
+  // to root), nor a name too long: create the temporary file the write will use, and remove it.
+  const TemporaryFile probe(path);
 }
 
 void write_npy_f32_files(std::span<const NpyFile> files) {

@@ -22,7 +22,9 @@
 // Source: NumPy's format description, numpy.lib.format ("Format Version 1.0", "2.0", "3.0").
 #pragma once
 
+#include <cstdint>
 #include <istream>
+#include <optional>
 #include <ostream>
 #include <span>
 #include <string>
@@ -50,9 +52,23 @@ Tensor4<float> read_npy_f32_4d(std::istream& in, const std::string& name);
 // With accept_f16, a float16 file's shape too (read_npy_f32_or_f16_4d).
 Shape4 read_npy_shape(const std::string& path, bool accept_f16 = false);
 
+// The first value of a .npy file (read_npy_f32_4d's files; with accept_f16, float16 ones too) that
+// is NaN or an infinity: its index in C order and the value, with the file's shape; nothing when
+// every value is finite. Reads the data in chunks, without holding it (the front door checks the
+// inputs with it before any work: common/front_door.h). Throws as read_npy_f32_4d.
+struct NonFiniteValue {
+  Shape4 shape;
+  std::uint64_t index = 0;
+  float value = 0.0f;
+};
+std::optional<NonFiniteValue> first_nonfinite(const std::string& path, bool accept_f16 = false);
+
 // Throws std::runtime_error naming the path unless a file can be written there: the path is not
-// empty, not a directory or another non-regular file, and its folder exists and is writable. A
-// demo calls it before its computation, so that a typo in --out does not cost the whole run.
+// empty, not a directory or another non-regular file, not an existing file this user may not write
+// (as cp refuses it: the write is a rename, which would replace even a read-only file), and its
+// folder exists and takes a new file: a temporary file is created there and removed, so that a
+// file system that refuses it (/sys, a read-only mount) or a name too long is found now. A demo
+// calls it before its computation, so that a typo in --out does not cost the whole run.
 void check_output_path(const std::string& path);
 
 // The same, but a file may also hold descr '<f2' (IEEE binary16, little-endian, as
@@ -71,8 +87,9 @@ struct NpyFile {
 // heads, seq_len, head_dim), the header padded so that the data starts at a multiple of 64 bytes,
 // as NumPy does), all of them or none: each goes to a temporary file beside its path first
 // (common/temporary_file.h), and only once every one is complete is each renamed over its path. A
-// write that fails part way (a full disk, the file-size limit of ulimit -f), an exception or SIGINT
-// or SIGTERM leaves every path as it was and removes the temporary files. Throws
+// write that fails part way (a full disk, the file-size limit of ulimit -f), an exception or a
+// signal that ends the process (SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGQUIT: temporary_file.h) leaves
+// every path as it was and removes the temporary files. Throws
 // std::runtime_error naming the path and the cause (check_output_path's reasons, "the file-size
 // limit of this process stops the write (...)", "the disk is full (...)").
 void write_npy_f32_files(std::span<const NpyFile> files);

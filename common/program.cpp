@@ -1,5 +1,6 @@
 // The front door of every demo (common/chapter.h, part 2): Program, Plan, Output, and the verdict's
 // helpers.
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -15,6 +16,7 @@
 
 #include "common/chapter.h"
 #include "common/demo.h"
+#include "common/front_door.h"
 #include "common/npy.h"
 
 namespace fa {
@@ -30,6 +32,11 @@ std::string bound_text(double bound, std::string_view format) {
   return fmt::vformat(format, fmt::make_format_args(bound));
 }
 
+std::string relative_bound_text(double bound, std::string_view format) {
+  const std::string text = bound_text(bound, format);
+  return std::isfinite(bound) && bound >= 1.0 ? text + " (1 or more: checks nothing)" : text;
+}
+
 bool all_finite(std::span<const float> values) {
   for (float x : values) {
     if (!std::isfinite(x)) return false;
@@ -43,7 +50,7 @@ bool report_overflow(std::string_view name, std::span<const float> out,
     if (!all_finite(in)) return false;  // NaN in, NaN out: that is propagation, not overflow
   }
   if (all_finite(out)) return false;
-  fmt::print(
+  say(stdout,
       "{} holds NaN or inf although every input is finite: the float32 computation overflowed on this input "
       "(a score past 3.4e38), which is a FAIL whatever the bound\n",
       name);
@@ -53,13 +60,15 @@ bool report_overflow(std::string_view name, std::span<const float> out,
 bool announce_long_run(double flops, double flops_per_second) {
   const double seconds = flops / flops_per_second;
   if (!(seconds > 3.0)) return false;
-  fmt::print("This run does about {:.3g} GFLOP; on the CPU path that takes about {:.0f} s.\n", flops / 1e9, seconds);
-  std::fflush(stdout);
+  say(stdout, "This run does about {:.3g} GFLOP; on the CPU path that takes about {:.0f} s.\n", flops / 1e9, seconds);
   return true;
 }
 
 void Plan::add_input(std::string flag, std::string path) { inputs.emplace_back(std::move(flag), std::move(path)); }
 void Plan::add_output(std::string flag, std::string path) { outputs.emplace_back(std::move(flag), std::move(path)); }
+void Plan::add_input_values(std::string flag, std::span<const double> values, bool minus_inf_masks) {
+  input_values.push_back({std::move(flag), std::vector<double>(values.begin(), values.end()), minus_inf_masks});
+}
 
 bool Output::wanted() const { return option_ != nullptr && option_->count() > 0; }
 
@@ -68,7 +77,12 @@ Program::Program(int chapter, std::string description)
   app_->option_defaults()->always_capture_default();
   summary_option_ = app_->add_option("--summary", summary_path_,
                                      "append this run's check, one tab-separated line, to FILE (the tour does)");
-  summary_option_->default_str("none");
+  summary_option_->default_str("none")->check(CLI::Validator(
+      [](std::string& path) {
+        return path.empty() ? std::string("the path is empty: give a file name such as tour.tsv") : "";
+      },
+      "", ""));
+  add_nonfinite_flag(*app_);
 }
 
 Program::~Program() = default;
@@ -86,13 +100,15 @@ Output& Program::add_output(const std::string& flag, const std::string& what) {
 
 namespace {
 
-// Two paths name the same file: the same path once made absolute and normalised (the file need not
-// exist), or, for files that exist, the same file (a hard or symbolic link).
+// Two paths name the same file: the same path once made absolute (against the working folder:
+// weakly_canonical leaves a bare name that does not exist yet relative, so `a.npy` and `./a.npy`
+// would differ) and normalised, symbolic links resolved (the file need not exist), or, for files
+// that exist, the same file (a hard link).
 bool same_file(const std::string& a, const std::string& b) {
-  std::error_code ec;
-  const auto canonical_a = std::filesystem::weakly_canonical(a, ec);
-  const auto canonical_b = std::filesystem::weakly_canonical(b, ec);
-  if (!ec && canonical_a == canonical_b) return true;
+  std::error_code ec_a, ec_b, ec;
+  const auto canonical_a = std::filesystem::weakly_canonical(std::filesystem::absolute(a, ec_a), ec_a);
+  const auto canonical_b = std::filesystem::weakly_canonical(std::filesystem::absolute(b, ec_b), ec_b);
+  if (!ec_a && !ec_b && canonical_a == canonical_b) return true;
   return std::filesystem::equivalent(a, b, ec) && !ec;
 }
 
@@ -114,12 +130,31 @@ void check_summary_path(const std::string& path) {
     throw std::runtime_error(fmt::format("--summary {}: cannot write into the folder {}: {}", path, folder.string(),
                                          std::generic_category().message(errno)));
   }
+  // access() does not know every refusal (/sys says yes to root): open the file for appending, as
+  // the verdict will, without writing; or, where it does not exist yet, create a temporary file
+  // beside it (check_output_path), so that nothing is left behind.
+  if (std::filesystem::exists(status)) {
+    const int fd = open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+    if (fd < 0) {
+      throw std::runtime_error(
+          fmt::format("--summary {}: cannot open it for appending: {}", path, std::generic_category().message(errno)));
+    }
+    close(fd);
+  } else {
+    try {
+      check_output_path(path);
+    } catch (const std::exception& e) {
+      throw std::runtime_error(fmt::format("--summary {}", e.what()));
+    }
+  }
 }
 
 }  // namespace
 
 void Program::parse(int argc, char** argv) {
+  guard_standard_streams();
   name_ = argc > 0 ? std::filesystem::path(argv[0]).filename().string() : "demo";
+  refuse_empty_values(*app_);
   app_->parse(argc, argv);
   parsed_ = true;
 }
@@ -157,6 +192,7 @@ void Program::check(const Plan& plan) const {
         }
       }
     }
+    check_finite_inputs(plan);  // every value of every input (the I/O process reads the files)
   }
   plan.memory.check(name_);
 }
@@ -179,11 +215,14 @@ int Program::finish(const std::optional<Check>& check) {
   for (const Output& out : outputs_) {
     if (out.wanted()) fmt::print("wrote {} to {}\n", out.what_, out.path_);
   }
-  // 6. The verdict.
-  if (!check) return 0;
-  demo::print_verdict(*check);
-  if (summary_option_->count() > 0) demo::append_summary(summary_path_, *check);
-  return check->pass ? 0 : kExitFail;
+  // 6. The verdict; one that never reached stdout is a failure of the run.
+  if (!check) return stdout_delivered() ? 0 : kExitFail;
+  Check verdict = *check;
+  nonfinite_verdict(verdict);
+  demo::print_verdict(verdict);
+  if (summary_option_->count() > 0) demo::append_summary(summary_path_, verdict);
+  if (!stdout_delivered()) return kExitFail;
+  return verdict.pass ? 0 : kExitFail;
 }
 
 int Program::exit_on_error() noexcept {
@@ -196,17 +235,16 @@ int Program::exit_on_error() noexcept {
   } catch (const CLI::CallForAllHelp& e) {
     return does_io_ ? app_->exit(e) : 0;
   } catch (const std::exception& e) {
-    // A flag that CLI11 or the flag's own parser refused (e.g. a list) says where to look.
-    what = parsed_ ? e.what() : fmt::format("{} (see --help)", e.what());
+    try {  // a flag that CLI11 or the flag's own parser refused (e.g. a list) says where to look
+      what = parsed_ ? e.what() : fmt::format("{} (see --help)", e.what());
+    } catch (...) {  // (no memory for the message: the status still says it)
+    }
   } catch (...) {
     what = "an unknown exception";
   }
   if (!does_io_ && !started_) return status;  // the process that does the I/O says it, once
-  try {
-    std::fflush(stdout);
-    fmt::print(stderr, "error: {}\n", what);
-  } catch (...) {  // stderr itself failed: the status still says it
-  }
+  std::fflush(stdout);
+  say(stderr, "error: {}\n", what);
   return status;
 }
 

@@ -29,15 +29,42 @@ std::atomic<bool> g_live[kSlots];
 
 std::mutex g_mutex;  // guards the slots' allocation and the handlers' installation
 int g_live_count = 0;
-struct sigaction g_previous_int, g_previous_term;
+
+// The signals that end a process by default while it writes: Ctrl-C, kill, a closed terminal
+// (SIGHUP), a closed pipe (SIGPIPE), Ctrl-\ (SIGQUIT). Each one's disposition before ours, and
+// whether ours is installed: a signal the process ignores (under `trap '' INT`, or nohup's SIGHUP)
+// stays ignored, as its parent asked.
+constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGQUIT};
+constexpr int kSignalCount = sizeof(kSignals) / sizeof(kSignals[0]);
+struct sigaction g_previous[kSignalCount];
+bool g_installed[kSignalCount];
 
 extern "C" void remove_temporaries(int signal_number) {
   for (int k = 0; k < kSlots; ++k) {
     if (g_live[k].load()) unlink(g_paths[k]);
   }
   // Let the signal do what it would have done without us: the previous disposition, raised again.
-  sigaction(signal_number, signal_number == SIGINT ? &g_previous_int : &g_previous_term, nullptr);
+  for (int s = 0; s < kSignalCount; ++s) {
+    if (kSignals[s] == signal_number) sigaction(signal_number, &g_previous[s], nullptr);
+  }
   raise(signal_number);
+}
+
+void install_handlers() {
+  struct sigaction action {};
+  action.sa_handler = remove_temporaries;
+  sigemptyset(&action.sa_mask);
+  for (int s = 0; s < kSignalCount; ++s) {
+    sigaction(kSignals[s], nullptr, &g_previous[s]);
+    g_installed[s] = g_previous[s].sa_handler != SIG_IGN;
+    if (g_installed[s]) sigaction(kSignals[s], &action, nullptr);
+  }
+}
+
+void restore_handlers() {
+  for (int s = 0; s < kSignalCount; ++s) {
+    if (g_installed[s]) sigaction(kSignals[s], &g_previous[s], nullptr);
+  }
 }
 
 int claim_slot(const std::string& path) {
@@ -47,13 +74,7 @@ int claim_slot(const std::string& path) {
     if (g_live[k].load()) continue;
     std::memcpy(g_paths[k], path.c_str(), path.size() + 1);
     g_live[k].store(true);
-    if (g_live_count++ == 0) {
-      struct sigaction action {};
-      action.sa_handler = remove_temporaries;
-      sigemptyset(&action.sa_mask);
-      sigaction(SIGINT, &action, &g_previous_int);
-      sigaction(SIGTERM, &action, &g_previous_term);
-    }
+    if (g_live_count++ == 0) install_handlers();
     return k;
   }
   return -1;
@@ -63,10 +84,7 @@ void release_slot(int k) {
   if (k < 0) return;
   std::scoped_lock lock(g_mutex);
   g_live[k].store(false);
-  if (--g_live_count == 0) {
-    sigaction(SIGINT, &g_previous_int, nullptr);
-    sigaction(SIGTERM, &g_previous_term, nullptr);
-  }
+  if (--g_live_count == 0) restore_handlers();
 }
 
 }  // namespace

@@ -7,8 +7,10 @@
 //   temporary.commit();                     // renamed over o.npy; nothing is left to remove
 //
 // A temporary file that is not committed is removed: by the destructor (an exception on the way),
-// and also when SIGINT or SIGTERM ends the process (Ctrl-C during a long write): a handler removes
-// every live temporary file, then lets the signal end the process as it would have.
+// and also when SIGINT, SIGTERM, SIGHUP, SIGPIPE or SIGQUIT ends the process (Ctrl-C during a long
+// write, a closed terminal or pipe): a handler removes every live temporary file, then lets the
+// signal end the process as it would have. A signal the process ignores (its parent said so:
+// `trap '' INT`, nohup) stays ignored, and the write goes on.
 #pragma once
 
 #include <string>

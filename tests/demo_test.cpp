@@ -16,6 +16,8 @@
 #include "catch.h"
 #include "common/chapter.h"
 #include "common/demo.h"
+#include "common/front_door.h"
+#include "common/npy.h"
 
 namespace {
 
@@ -177,6 +179,49 @@ TEST_CASE("a bound that is infinite or NaN bounds nothing: the check fails", "[c
   CHECK_FALSE(fa::within(same, std::numeric_limits<double>::infinity()));
   CHECK(fa::bound_text(std::numeric_limits<double>::infinity()) == "inf (no bound)");
   CHECK(fa::bound_text(1e-6) == "1e-06");
+}
+
+TEST_CASE("a relative bound of 1 or more checks nothing: the check fails, and its text says so", "[common]") {
+  // ch07_backward --scale 1e-45 --seq-q 16 --seq-k 16 passed with dQ 44% off against a bound of 1.9.
+  CHECK(fa::within(0.44, 1.9));  // an absolute bound may be large
+  CHECK_FALSE(fa::within_relative(0.44, 1.9));
+  CHECK_FALSE(fa::within_relative(0.0, 1.0));
+  CHECK(fa::within_relative(0.44, 0.5));
+  const auto same = fa::compare(std::vector<double>{1.0, 2.0}, std::vector<double>{1.0, 2.0});
+  CHECK_FALSE(fa::within(same, 1.0));  // (a comparison's error is relative L2)
+  CHECK(fa::relative_bound_text(1.9) == "1.9 (1 or more: checks nothing)");
+  CHECK(fa::relative_bound_text(0.5) == "0.5");
+}
+
+TEST_CASE("NaN or an infinity in an input is refused, naming the flag, the file and the first index", "[common]") {
+  // (Without --allow-nonfinite, which no test here gives: nonfinite_verdict then changes nothing.)
+  const auto message = [](const fa::Plan& plan) -> std::string {
+    try {
+      fa::check_finite_inputs(plan);
+    } catch (const std::runtime_error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  fa::Plan scores;
+  const std::vector<double> masked{1.0, -std::numeric_limits<double>::infinity(), 3.0};
+  scores.add_input_values("--scores", masked, true);  // -inf: a masked score
+  CHECK(message(scores).empty());
+  fa::Plan values;
+  values.add_input_values("--values", masked);
+  CHECK(message(values).rfind("--values: item 2 is -inf; an input must be finite", 0) == 0);
+  TempFile file;
+  const std::string path = file.path.string() + ".npy";
+  fa::Tensor4<float> t(fa::Shape4{1, 1, 2, 4}, std::vector<float>(8, 0.5f));
+  t.values[5] = std::numeric_limits<float>::infinity();
+  fa::write_npy_f32(path, t);
+  fa::Plan files;
+  files.add_input("--k", path);
+  CHECK(message(files).rfind("--k " + path + ": the value at [0, 0, 1, 1] (value 5 of 8) is inf", 0) == 0);
+  fa::Check check{"04", "checked", "O rel L2 0", "1e-06", true};
+  fa::nonfinite_verdict(check);
+  CHECK(check.pass);
+  std::filesystem::remove(path);
 }
 
 TEST_CASE("NaN from finite inputs is an overflow, a FAIL; NaN from NaN inputs is propagation", "[common]") {

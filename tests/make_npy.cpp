@@ -5,8 +5,10 @@
 //                                    and then the file's size set (ftruncate), so that a file of
 //                                    any size costs no disk space; a program that reads it whole
 //                                    before checking its shape would read gigabytes of zeros
-//   make_npy value FILE B H N D X    a float32 [B, H, N, D] file of normal(0, 1) values (seed 1)
-//                                    with the first value replaced by X
+//   make_npy value FILE B H N D X [I]
+//                                    a float32 [B, H, N, D] file of normal(0, 1) values (seed 1)
+//                                    with value I (C order; default 0, the first) replaced by X
+//                                    (a number, or nan, inf, -inf)
 //   make_npy fifo FILE               a FIFO (mkfifo): opening it for reading would wait forever
 //   make_npy header FILE TEXT        NumPy's magic and version 1.0, then TEXT as the header (a
 //                                    malformed one, for the refusals), then no data
@@ -30,7 +32,8 @@ namespace {
 
 int usage() {
   std::fputs(
-      "usage: make_npy sparse FILE B H N D | value FILE B H N D X | fifo FILE | header FILE TEXT | inputs DIR B H N D "
+      "usage: make_npy sparse FILE B H N D | value FILE B H N D X [I] | fifo FILE | header FILE TEXT | inputs DIR B H "
+      "N D "
       "SEED\n",
       stderr);
   return 2;
@@ -77,9 +80,11 @@ int main(int argc, char** argv) {
   }
   if (argc < 7) return usage();
   const fa::Shape4 shape{std::stoull(argv[3]), std::stoull(argv[4]), std::stoull(argv[5]), std::stoull(argv[6])};
-  if (kind == "value" && argc == 8) {
+  if (kind == "value" && (argc == 8 || argc == 9)) {
     fa::Tensor4<float> t(shape, fa::normal<float>(shape.size(), 1));
-    t.values[0] = std::stof(argv[7]);
+    const std::size_t index = argc == 9 ? std::stoull(argv[8]) : 0;
+    if (index >= t.values.size()) return usage();
+    t.values[index] = std::stof(argv[7]);
     fa::write_npy_f32(path, t);
     return 0;
   }

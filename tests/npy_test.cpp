@@ -4,11 +4,14 @@
 // crash: run under the asan preset this checks that no input reaches undefined behaviour).
 //
 // The bytes of each file are made here, in the test; nothing is read from fixtures.
+#include <cmath>
+#include <csignal>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <stdexcept>
@@ -436,8 +439,9 @@ TEST_CASE("files are written together: when one cannot be, none is, and the earl
 // Not under ThreadSanitizer: the forked child inherits Catch2's own signal handler, which allocates,
 // and TSan reports that (not this code) as a signal-unsafe call before the child can end.
 #if !defined(__SANITIZE_THREAD__)
-TEST_CASE("a temporary file is removed when SIGINT or SIGTERM ends the process", "[common]") {
-  for (const int signal_number : {SIGINT, SIGTERM}) {
+TEST_CASE("a temporary file is removed when SIGINT, SIGTERM, SIGHUP, SIGPIPE or SIGQUIT ends the process", "[common]") {
+  for (const int signal_number : {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGQUIT}) {
+    CAPTURE(signal_number);
     TempDir dir;
     const std::string path = dir.file("big.npy");
     int ready[2];
@@ -445,6 +449,9 @@ TEST_CASE("a temporary file is removed when SIGINT or SIGTERM ends the process",
     const pid_t child = fork();
     REQUIRE(child >= 0);
     if (child == 0) {  // the child: a file half written, then it waits to be interrupted
+      const rlimit no_core{0, 0};
+      setrlimit(RLIMIT_CORE, &no_core);     // (SIGQUIT's default dumps core)
+      std::signal(signal_number, SIG_DFL);  // not Catch2's handler, which the child inherits: the default
       fa::TemporaryFile temporary(path);
       const char byte = 'x';
       if (write(temporary.fd(), &byte, 1) != 1) _exit(3);
@@ -469,4 +476,85 @@ TEST_CASE("a temporary file is removed when SIGINT or SIGTERM ends the process",
     CHECK(after == 0);
   }
 }
+
+TEST_CASE("a signal the process ignores stays ignored while a file is written, and the file is written", "[common]") {
+  TempDir dir;
+  const std::string path = dir.file("o.npy");
+  int ready[2], go[2];
+  REQUIRE(pipe(ready) == 0);
+  REQUIRE(pipe(go) == 0);
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {  // the child: SIGINT ignored (`trap '' INT`), a file half written, then committed
+    std::signal(SIGINT, SIG_IGN);
+    try {
+      fa::TemporaryFile temporary(path);
+      char byte = 'x';
+      if (write(temporary.fd(), &byte, 1) != 1) _exit(3);
+      if (write(ready[1], &byte, 1) != 1) _exit(4);  // "interrupt me now"
+      if (read(go[0], &byte, 1) != 1) _exit(5);      // "it was sent"
+      temporary.commit();
+    } catch (const std::exception&) {
+      _exit(6);  // "cannot replace the file": the handler removed the temporary file
+    }
+    _exit(0);
+  }
+  char byte = 0;
+  REQUIRE(read(ready[0], &byte, 1) == 1);
+  REQUIRE(kill(child, SIGINT) == 0);
+  // (the signal is delivered, or ignored, before kill returns when the child is not blocking it;
+  // waiting a little makes sure on any scheduler)
+  usleep(100000);
+  REQUIRE(write(go[1], &byte, 1) == 1);
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  for (const int fd : {ready[0], ready[1], go[0], go[1]}) close(fd);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(std::filesystem::exists(path));
+  std::size_t files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path)) files += entry.is_regular_file();
+  CHECK(files == 1);  // o.npy, no temporary file
+}
 #endif
+
+TEST_CASE("the first NaN or infinity of a file is found with its index, in float32 and float16", "[common]") {
+  TempDir dir;
+  const fa::Shape4 shape{1, 2, 3, 4};
+  fa::Tensor4<float> t(shape, fa::normal<float>(shape.size(), 7));
+  const std::string path = dir.file("q.npy");
+  fa::write_npy_f32(path, t);
+  CHECK_FALSE(fa::first_nonfinite(path).has_value());
+  for (const float bad : {NAN, INFINITY, -INFINITY}) {
+    t.values[17] = bad;
+    t.values[20] = NAN;  // a later one is not the first
+    fa::write_npy_f32(path, t);
+    const std::optional<fa::NonFiniteValue> found = fa::first_nonfinite(path);
+    REQUIRE(found.has_value());
+    CHECK(found->index == 17);
+    CHECK(found->shape == shape);
+    CHECK((std::isnan(bad) ? std::isnan(found->value) : found->value == bad));
+  }
+  // float16: the bits of a NaN (0x7e00) at value 5 of a [1, 1, 2, 4] file, where asked for.
+  const std::string header = "{'descr': '<f2', 'fortran_order': False, 'shape': (1, 1, 2, 4), }";
+  std::string half(16, '\0');
+  half[10] = '\x00';
+  half[11] = '\x7e';
+  std::ofstream(dir.file("h.npy"), std::ios::binary) << npy_file(1, header, half);
+  const std::optional<fa::NonFiniteValue> found = fa::first_nonfinite(dir.file("h.npy"), true);
+  REQUIRE(found.has_value());
+  CHECK(found->index == 5);
+}
+
+TEST_CASE("checking an output path leaves nothing behind, and refuses a name too long before any work", "[common]") {
+  TempDir dir;
+  fa::check_output_path(dir.file("o.npy"));
+  CHECK(std::filesystem::is_empty(dir.path));                              // the probe's temporary file is gone
+  const std::string long_name = dir.file(std::string(300, 'a') + ".npy");  // past NAME_MAX (255)
+  try {
+    fa::check_output_path(long_name);
+    FAIL("a name of 304 bytes was accepted");
+  } catch (const std::runtime_error& e) {
+    CHECK(std::string(e.what()).find("cannot create a temporary file beside it") != std::string::npos);
+  }
+}

@@ -86,7 +86,9 @@ int main(int argc, char** argv) {
       ->default_str("the two overflow examples");
   try {
     program.parse(argc, argv);
-    program.check(fa::Plan{});
+    fa::Plan plan;
+    plan.add_input_values("--scores", scores, true);  // -inf: a masked score
+    program.check(plan);
     program.start(
         fa::Banner{"safe softmax",
                    R"(p_i = exp(x_i - max) / sum_j exp(x_j - max): the same weights as exp(x_i) / sum_j exp(x_j),

@@ -17,6 +17,7 @@
 #include <limits>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -191,6 +192,14 @@ rescaled by exp(m - m_new) when the max rises.)");
   try {
     program.parse(argc, argv);
     fa::Plan plan;
+    plan.add_input_values("--scores", scores, true);  // -inf: a masked score
+    // Both runs print the trace of --scores: its limit is checked before anything is printed.
+    if (scores.size() > max_traced_scores) {
+      throw std::invalid_argument(fmt::format(
+          "--scores: {} scores; the trace prints every term at every step, so it takes at most {} (--n sets the "
+          "random scores of the agreement)",
+          scores.size(), max_traced_scores));
+    }
     // At the peak: the scores (double), the exact weights (long double, 16 bytes), and one row of the
     // agreement table's scores, online weights and chapter 01's weights in double.
     if (!trace_only) plan.memory.add("the random scores and their weights", fa::saturating_mul(8 + 16 + 3 * 8, n));

@@ -192,6 +192,13 @@ AttentionDifference print_attention(const ProblemFlags& f, std::size_t block) {
 
 }  // namespace
 
+// A rough cost of whole attention here, for the notice of a long run only: the recurrence and the
+// all-at-once evaluation, each 4 x head_dim operations a score in float64 and an exp() (counted as
+// 50), at about 1 GFLOP/s (plain loops on one core of a 2-core laptop: 2 heads of 1000 x 1000 at
+// head_dim 64 took 1.5 s, 4 heads of 2000 x 2000 at head_dim 4 took 3.3 s).
+constexpr double kExpFlops = 50;
+constexpr double kFlopsPerSecond = 1e9;
+
 int main(int argc, char** argv) {
   fa::Program program(3, R"(Chapter 03: one attention query's output by the online weighted sum (max, sum and
 un-scaled weighted sum carried across blocks of keys), then whole attention on the CPU.)");
@@ -236,6 +243,8 @@ un-scaled weighted sum carried across blocks of keys), then whole attention on t
     } else {
       values = parse_values(values_text);
     }
+    plan.add_input_values("--scores", scores, true);  // -inf: a masked key
+    plan.add_input_values("--values", values.flat);
     if (values.rows != scores.size()) {
       throw std::invalid_argument(
           fmt::format("--values: {} rows for {} scores; give one value row per score", values.rows, scores.size()));
@@ -254,6 +263,11 @@ multiplied by rescale = exp(m_old - m_new); acc is divided by l once, after the 
 
     const QueryResult query = print_trace(
         scores, fa::MatrixView<const double>(std::span<const double>(values.flat), values.rows, values.cols), block);
+    // (Plain loops, no kernel: the notice says how long, and no progress line follows.)
+    (void)fa::announce_long_run(2 * (4 * static_cast<double>(f.shape.head_dim) + kExpFlops) *
+                                    static_cast<double>(f.shape.batch * f.shape.heads) *
+                                    static_cast<double>(f.shape.seq_len_q) * static_cast<double>(f.shape.seq_len_k),
+                                kFlopsPerSecond);
     const AttentionDifference attention = print_attention(f, block);
 
     double largest_value = 1.0;

@@ -29,6 +29,7 @@
 #include "common/chapter.h"
 #include "common/npy.h"
 #include "common/random.h"
+#include "common/simt/progress.h"
 
 namespace {
 
@@ -38,6 +39,14 @@ fa::Tensor4<float> load_or_draw_dO(const std::string& path, const fa::Shape4& q_
   if (path.empty()) return fa::Tensor4<float>(q_shape, fa::normal<float>(q_shape.size(), seed + 3));
   return fa::read_npy_f32_4d(path);
 }
+
+// A rough cost of this demo on the CPU path, for the notice of a long run only: the floating-point
+// operations of one score's worth of work, 4 x head_dim for the forward, 10 x head_dim for the
+// backward kernels, and the float64 gradient and the float32 evaluation beside them (each a forward
+// and a backward, 14 x head_dim), at a rate measured once on a 2-core laptop (1024 x 1024, 2 heads,
+// head_dim 64: 5.6 GFLOP so counted in 3.5 s).
+constexpr double kFlopsPerScore = 4 + 10 + 2 * 14;  // x head_dim
+constexpr double kFlopsPerSecond = 1.6e9;
 
 void print_traffic(const ch07::TrafficCase& c) {
   fmt::print("\nThe traffic model for one head of this problem (float32, non-causal, traffic_model.h):\n");
@@ -110,6 +119,10 @@ keeps their dK, dV on chip while the query blocks stream past; dQ is summed by a
 (--deterministic) by a second kernel that owns query rows. Each gradient is compared with a
 float64 gradient built on chapter 03, within a bound set by a plain float32 evaluation.)"});
 
+    const double flops = kFlopsPerScore * static_cast<double>(shape.batch * shape.heads) *
+                         static_cast<double>(shape.seq_len_q) * static_cast<double>(shape.seq_len_k) *
+                         static_cast<double>(shape.head_dim);
+    const bool long_run = device == fa::Device::cpu && fa::announce_long_run(flops, kFlopsPerSecond);
     const fa::AttentionFlags::Inputs in = flags.load();
     const fa::Tensor4<float> dO = load_or_draw_dO(do_path, in.Q.shape, flags.seed);
     const std::size_t seq_len_k = in.K.shape.seq_len;
@@ -119,9 +132,12 @@ float64 gradient built on chapter 03, within a bound set by a plain float32 eval
     fmt::print("dQ: {}\n\n", deterministic ? "deterministic (the dq kernel, query blocks outside: same bits every run)"
                                            : "atomic (atomicAdd from the dK, dV kernel: the order of the adds varies)");
 
+    // A long run shows the kernels' blocks as they finish.
+    simt::ShowProgress progress("chapter 05's forward and the backward kernels", long_run);
     ch05::Result forward = ch05::flash_attention_2(in.Q, in.K, in.V, {flags.scale, flags.causal}, device);
     ch07::Gradients g = ch07::flash_attention_2_backward(in.Q, in.K, in.V, forward.O, forward.L, dO,
                                                          {flags.scale, flags.causal, method}, device);
+    progress.stop();
     fmt::print(
         "time: {:.3f} ms for the backward pass, {:.3f} ms for chapter 05's forward ({}; wall clock of one "
         "run, not a benchmark)\n",
@@ -160,8 +176,9 @@ float64 gradient built on chapter 03, within a bound set by a plain float32 eval
                     deterministic ? "deterministic" : "atomic"),
         fmt::format("dQ {:.2g}, dK {:.2g}, dV {:.2g} (rel L2){}", checks.dQ.error.rel_l2, checks.dK.error.rel_l2,
                     checks.dV.error.rel_l2, not_finite > 0 ? fmt::format(", {} NaN or inf", not_finite) : ""),
-        fmt::format("{}, {}, {}", fa::bound_text(checks.dQ.bound, "{:.1e}"), fa::bound_text(checks.dK.bound, "{:.1e}"),
-                    fa::bound_text(checks.dV.bound, "{:.1e}")),
+        fmt::format("{}, {}, {}", fa::relative_bound_text(checks.dQ.bound, "{:.1e}"),
+                    fa::relative_bound_text(checks.dK.bound, "{:.1e}"),
+                    fa::relative_bound_text(checks.dV.bound, "{:.1e}")),
         checks.pass() && !overflowed});
   } catch (...) {
     return program.exit_on_error();

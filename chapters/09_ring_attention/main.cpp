@@ -51,6 +51,8 @@
 #include "chapters/09_ring_attention/ring.h"
 #include "chapters/09_ring_attention/shards.h"
 #include "common/chapter.h"
+#include "common/front_door.h"
+#include "common/simt/progress.h"
 
 namespace {
 
@@ -58,6 +60,14 @@ using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
+
+// A rough cost of this demo on the CPU path, for the notice of a long run only: the ring's kernels
+// (all ranks together, on the cores they share), chapter 05's reference on rank 0 and chapter 04's
+// plain evaluation for its bound, 4 x head_dim operations a score each, at a rate measured once on
+// a 2-core laptop (2 ranks, --seq 1024, 2 heads, head_dim 64: 1.6 GFLOP so counted in 2.9 s, MPI's
+// start included).
+constexpr double kFlopsPerScore = 3 * 4;  // x head_dim
+constexpr double kFlopsPerSecond = 0.6e9;
 
 // MPI for the life of main(): MPI_Init first, MPI_Finalize last.
 struct Mpi {
@@ -71,6 +81,32 @@ struct Mpi {
   Mpi(const Mpi&) = delete;
   Mpi& operator=(const Mpi&) = delete;
 };
+
+// Before the flags are parsed: every rank must have been started with the same arguments, or the
+// ranks would disagree on the problem (an MPMD launch, `mpirun -np 1 prog --seq 16 --bogus : -np 2
+// prog --seq 16`, refused by rank 0 while the others wait in the next collective for ever). One
+// collective: the smallest and the largest hash of argv[1..] (FNV-1a, 64 bits) over the ranks, as
+// the minimum of (h, ~h). Where they differ, rank 0 says so in one line and every rank exits with
+// the refusal's status; returns true where all ranks agree.
+bool same_arguments_on_every_rank(const Mpi& mpi, int argc, char** argv) {
+  std::uint64_t hash = 14695981039346656037ull;
+  for (int a = 1; a < argc; ++a) {
+    for (const char* c = argv[a];; ++c) {  // each argument with its '\0', so that "ab" "c" != "a" "bc"
+      hash = (hash ^ static_cast<unsigned char>(*c)) * 1099511628211ull;
+      if (*c == '\0') break;
+    }
+  }
+  std::uint64_t mine[2] = {hash, ~hash}, least[2] = {};
+  MPI_Allreduce(mine, least, 2, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
+  if (least[0] == ~least[1]) return true;
+  if (mpi.rank == 0) {
+    fa::say(stderr,
+            "error: the {} ranks were not all started with the same arguments (an MPMD launch with ':'?); give every "
+            "rank the same flags\n",
+            mpi.ranks);
+  }
+  return false;
+}
 
 // The one collective before any work: true on every rank when every rank passed its checks. A rank
 // that refused (and printed why, if it is rank 0) calls it with false after the front door returns.
@@ -106,8 +142,7 @@ fa::Shape4 rank_0_checks(const Mpi& mpi, const std::function<fa::Shape4()>& chec
 // An error during the ring, on any rank: its one line, then every rank ends (mpirun exits non-zero).
 [[noreturn]] void abort_ring(const std::exception& e) {
   std::fflush(stdout);
-  fmt::print(stderr, "error: {}\n", e.what());
-  std::fflush(stderr);
+  fa::say(stderr, "error: {}\n", e.what());  // (a closed stderr loses the line, not the abort)
   MPI_Abort(MPI_COMM_WORLD, fa::kExitFail);
   std::abort();  // (MPI_Abort does not return)
 }
@@ -376,21 +411,26 @@ fa::Check check_against_chapter_05(const Gathered& g, const fa::AttentionFlags::
     const double bound =
         ch08::L_bound(reference.L[row], magnitudes[row], keys, partials, 0.0) + (wide ? 0.0 : low_precision_L[row]);
     const double error = fa::abs_difference(g.L[row], reference.L[row]);
-    L_pass = L_pass && fa::within(error, bound);
-    const double ratio = error == 0.0 ? 0.0 : bound > 0.0 ? error / bound : INFINITY;
+    const bool row_pass = fa::within(error, bound);
+    // The row printed: the first that fails, where one does (a bound that is not finite fails
+    // whatever its ratio, which is then no guide); else the one closest to its bound.
+    const double ratio = !row_pass ? INFINITY : error == 0.0 ? 0.0 : bound > 0.0 ? error / bound : INFINITY;
     if (ratio > worst_ratio) std::tie(worst_ratio, L_error, L_bound) = std::tuple(ratio, error, bound);
+    L_pass = L_pass && row_pass;
   }
   const fa::ErrorStats err_O = fa::compare(g.O.values, reference.O.values);
   fmt::print("agreement with chapter 05 in one process, O: {}\n", fa::describe(err_O));
   fmt::print("  bound on O: {} ({})\n", fa::bound_text(O_bound),
              wide ? "chapter 05's own bound against chapter 04" : "chapter 06's error budget");
-  fmt::print("  L, the row closest to its bound: |L - L_05| = {:.3g}, bound {:.3g}\n", L_error, L_bound);
+  fmt::print("  L, {}: |L - L_05| = {:.3g}, bound {}\n",
+             L_pass ? "the row closest to its bound" : "the first row outside its bound", L_error,
+             fa::bound_text(L_bound, "{:.3g}"));
   const bool overflowed = fa::report_overflow("O", g.O.values, {in.Q.values, in.K.values, in.V.values});
   return fa::Check{"09",
                    fmt::format("ring attention ({} rank{}, {}, {}, {}) vs ch05", P, P == 1 ? "" : "s",
                                ch09::to_string(layout), ch08::to_string(options.element), fa::to_string(device)),
                    fmt::format("{}, L {:.2g}", fa::error_field("O", err_O), L_error),
-                   fmt::format("{}, {:.1e}", fa::bound_text(O_bound), L_bound),
+                   fmt::format("{}, {}", fa::relative_bound_text(O_bound), fa::bound_text(L_bound, "{:.1e}")),
                    fa::within(err_O, O_bound) && L_pass && !overflowed};
 }
 
@@ -423,6 +463,7 @@ void print_cluster_model(double tflops) {
 
 int main(int argc, char** argv) {
   const Mpi mpi(&argc, &argv);
+  if (!same_arguments_on_every_rank(mpi, argc, argv)) return fa::kExitRefused;
   fa::Program program(9,
                       "Chapter 09: ring attention across processes (MPI): K/V shards travel around a ring of ranks, "
                       "each merging its partials with chapter 08's combine; checked against chapter 05.");
@@ -516,6 +557,24 @@ the model in cluster_model.h: the transfer hides behind the compute once each GP
         sizeof(float), full.size() / P + full.batch * full.heads * 2 * full.head_dim);  // (a row longer, twice)
     plan.memory.add("this rank's shards: Q, K and V, two K/V shards on the wire, O", fa::saturating_mul(8, shard));
     program.check(plan);
+    // Rank 0: the whole Q, K, V, to scatter and to check against; for bf16 and fp16 (chapter 06's
+    // kernel, whose exponent has a limit on the scores: error_budget.h) their scores checked before
+    // any work. A refusal here ends every rank as one of rank 0's checks does (the others learn it in
+    // every_rank_ready, below).
+    fa::AttentionFlags::Inputs in;
+    if (mpi.rank == 0) {
+      in = flags.load();
+      if (in.Q.shape != full || in.K.shape != full || in.V.shape != full) {
+        throw std::runtime_error(fmt::format("{}: the files changed since they were checked (Q {}, K {}, V {})",
+                                             in.origin, in.Q.shape.str(), in.K.shape.str(), in.V.shape.str()));
+      }
+      if (options.element != ch08::CacheType::float32) {
+        const auto element =
+            options.element == ch08::CacheType::bf16 ? ch06::ElementType::bf16 : ch06::ElementType::fp16;
+        ch06::check_score_range(ch06::round_to(in.Q, element, "Q"), ch06::round_to(in.K, element, "K"),
+                                options.scale.value_or(fa::default_scale(full.head_dim)), element);
+      }
+    }
 
     program.start(
         fa::Banner{fmt::format("ring attention, {} rank{}, {} layout{}", P, P == 1 ? "" : "s", ch09::to_string(layout),
@@ -533,16 +592,17 @@ the same inputs.)"});
       if (mpi.rank == 0) throw std::runtime_error("another rank refused its checks before any work");
       return program.finish(std::nullopt);
     }
-    fa::AttentionFlags::Inputs in;  // rank 0: the whole Q, K, V, to scatter and to check against
+    // Rank 0 says when the run will be long, and shows its kernels' progress (on the CPU path).
+    std::optional<simt::ShowProgress> progress;
+    if (mpi.rank == 0 && device == fa::Device::cpu &&
+        fa::announce_long_run(kFlopsPerScore * static_cast<double>(full.batch * full.heads) *
+                                  static_cast<double>(full.seq_len) * static_cast<double>(full.seq_len) *
+                                  static_cast<double>(full.head_dim),
+                              kFlopsPerSecond)) {
+      progress.emplace("rank 0's part of the ring, then chapter 05");
+    }
     RankResult mine;
     try {
-      if (mpi.rank == 0) {
-        in = flags.load();
-        if (in.Q.shape != full || in.K.shape != full || in.V.shape != full) {
-          throw std::runtime_error(fmt::format("{}: the files changed since they were checked (Q {}, K {}, V {})",
-                                               in.origin, in.Q.shape.str(), in.K.shape.str(), in.V.shape.str()));
-        }
-      }
       fa::Tensor4<float> Q = scatter_rows(in.Q, full, mpi, layout);
       fa::Tensor4<float> K = scatter_rows(in.K, full, mpi, layout);
       fa::Tensor4<float> V = scatter_rows(in.V, full, mpi, layout);

@@ -96,8 +96,9 @@ struct WorstL {
 };
 
 // Compares L with L_ref row by row, each row against its own bound (L, L_ref and bounds [rows]): the
-// row closest to its bound, and whether every row is within. A row whose bound is not finite fails:
-// it would check nothing. Throws std::invalid_argument for different sizes.
+// first row past its bound, or where every row is within, the one closest to it; and whether every
+// row is within (so a FAIL's figures are those of a row that failed). A row whose bound is not
+// finite fails: it would check nothing. Throws std::invalid_argument for different sizes.
 inline WorstL worst_row(std::span<const float> L, std::span<const double> L_ref, std::span<const double> bounds) {
   if (L.size() != L_ref.size() || L.size() != bounds.size()) {
     throw std::invalid_argument("worst_row: L, L_ref and the bounds differ in size");
@@ -106,9 +107,11 @@ inline WorstL worst_row(std::span<const float> L, std::span<const double> L_ref,
   double worst_ratio = -1.0;
   for (std::size_t r = 0; r < L.size(); ++r) {
     const double error = fa::abs_difference(L[r], L_ref[r]);
-    const double ratio = error == 0.0 ? 0.0 : bounds[r] > 0.0 ? error / bounds[r] : INFINITY;
-    if (!(error <= bounds[r]) || !std::isfinite(bounds[r])) worst.pass = false;
-    if (ratio > worst_ratio) {
+    const bool within = error <= bounds[r] && std::isfinite(bounds[r]);
+    const double ratio = !within ? INFINITY : error == 0.0 ? 0.0 : bounds[r] > 0.0 ? error / bounds[r] : INFINITY;
+    if (!within && !worst.pass) continue;  // the first row that fails stays the one named
+    if (!within) worst.pass = false;
+    if (ratio > worst_ratio || !within) {
       worst_ratio = ratio;
       worst = {error, bounds[r], r, worst.pass};
     }

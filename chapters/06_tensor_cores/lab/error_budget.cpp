@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "common/attention_shapes.h"
 #include "common/compare.h"
@@ -95,6 +98,49 @@ std::vector<double> L_bounds(const fa::Tensor4<float>& Q, const fa::Tensor4<floa
     }
   }
   return bounds;
+}
+
+double score_limit(ElementType element) {
+  // 2 |S| 2^-24 <= u: |S| <= u 2^23.
+  return unit_roundoff(element) * 0x1p23;
+}
+
+void check_score_range(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K, double scale, ElementType element) {
+  const fa::Shape4 qs = Q.shape, ks = K.shape;
+  auto norm = [](const float* x, std::size_t n) {
+    double sum = 0.0;
+    for (std::size_t c = 0; c < n; ++c) sum += static_cast<double>(x[c]) * x[c];
+    return std::sqrt(sum);
+  };
+  if (qs.batch != ks.batch || qs.head_dim != ks.head_dim || ks.heads == 0 || qs.heads % ks.heads != 0) {
+    throw std::invalid_argument("check_score_range: Q " + qs.str() + " and K " + ks.str() +
+                                ": batch and head_dim must be equal, and Q's heads a multiple of K's");
+  }
+  // |scale| |q_i| max_j |k_j|, over every row of every head (query head h reads K head h / group,
+  // as chapter 08's grouped heads do; group 1 elsewhere).
+  const std::size_t group = qs.heads / ks.heads;
+  double largest = 0.0;
+  for (std::size_t b = 0; b < qs.batch; ++b) {
+    for (std::size_t h = 0; h < qs.heads; ++h) {
+      const std::size_t q_head = b * qs.heads + h, k_head = b * ks.heads + h / group;
+      double k_max = 0.0, q_max = 0.0;
+      for (std::size_t j = 0; j < ks.seq_len; ++j) {
+        k_max = std::max(k_max, norm(&K.values[(k_head * ks.seq_len + j) * ks.head_dim], ks.head_dim));
+      }
+      for (std::size_t i = 0; i < qs.seq_len; ++i) {
+        q_max = std::max(q_max, norm(&Q.values[(q_head * qs.seq_len + i) * qs.head_dim], qs.head_dim));
+      }
+      largest = std::max(largest, std::fabs(scale) * q_max * k_max);
+    }
+  }
+  const double limit = score_limit(element);
+  if (!(largest > limit)) return;
+  throw std::invalid_argument(fmt::format(
+      "Q, K: the scores may reach |S * scale| = {:.2g} (|scale| |q_i| max_j |k_j|), past the {:.2g} up to which {} "
+      "can be checked: the kernel's exponent exp2(S c - m c) is one FFMA with m c rounded to float32, which moves the "
+      "weights by up to {:.2g} there, more than {}'s own rounding ({:.2g}) that the error budget allows for (near 1e10 "
+      "every weight would be 0 or inf); scale Q or K down",
+      largest, limit, to_string(element), 2.0 * largest * 0x1p-24, to_string(element), unit_roundoff(element)));
 }
 
 }  // namespace ch06

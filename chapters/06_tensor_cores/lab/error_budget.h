@@ -72,4 +72,20 @@ ErrorBudget error_budget(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& 
 std::vector<double> L_bounds(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K, double scale,
                              std::span<const float> L_05);
 
+// The largest scores for which the budget can hold: |S * scale| <= 2^15 for bf16, 2^12 for fp16.
+// The kernel's exponent is one FFMA, exp2(S c - m c) (tensor_cores.cuh, line 9), whose product
+// m c is rounded to float32 first: off by up to |m c| 2^-24, a shift that differs from tile to tile
+// (and in each rescale), so the weights of different tiles are off from each other by a factor up
+// to 2^(2 |m c| 2^-24), a relative error of about 2 |S * scale| 2^-24. Past the limit that is more
+// than the element type's own rounding u, of which the budget is made: from scores near 1e6 the
+// budget fails, and near 1e10 (a shift of 2^10 and more) every weight is 0 or inf, so L is -inf
+// and O NaN. The scores are bounded from the inputs as L_bounds does, |S * scale| <= |scale| |q_i|
+// max_j |k_j| (Cauchy-Schwarz), which may exceed the largest score actually met.
+double score_limit(ElementType element);
+
+// Throws std::invalid_argument, one line naming the bound on the scores, the limit and why, when
+// the scores of Q and K (already rounded to the element type) may pass score_limit(element): such
+// a run is refused before it starts rather than measured against a budget that cannot hold.
+void check_score_range(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K, double scale, ElementType element);
+
 }  // namespace ch06

@@ -74,8 +74,11 @@ bool check_L(std::span<const float> L, std::span<const float> L_ref, std::span<c
   bool pass = true;
   for (std::size_t r = 0; r < L.size(); ++r) {
     const double error = fa::abs_difference(L[r], L_ref[r]);
-    const double ratio = error == 0.0 ? 0.0 : bounds[r] > 0.0 ? error / bounds[r] : INFINITY;
-    pass = pass && fa::within(error, bounds[r]);  // (a bound that is not finite bounds nothing)
+    const bool row_pass = fa::within(error, bounds[r]);  // (a bound that is not finite bounds nothing)
+    // A row that fails comes first, whatever its ratio (error / inf is 0): the figures printed for
+    // an OUTSIDE sequence are then those of a row that failed.
+    const double ratio = !row_pass ? INFINITY : error == 0.0 ? 0.0 : bounds[r] > 0.0 ? error / bounds[r] : INFINITY;
+    pass = pass && row_pass;
     if (ratio > worst_ratio) {
       worst_ratio = ratio;
       check.L_error = error;
@@ -118,7 +121,8 @@ bool Agreement::pass() const {
 
 const SequenceCheck& Agreement::worst() const {
   if (sequences.empty()) throw std::logic_error("Agreement::worst: no sequence was checked");
-  const auto key = [](const SequenceCheck& s) {
+  const auto key = [](const SequenceCheck& s) -> double {  // (the first sequence that fails, where one does)
+    if (!s.pass) return INFINITY;
     return std::max(ratio(s.O.nonfinite_mismatch ? INFINITY : s.O.rel_l2, s.O_bound), ratio(s.L_error, s.L_bound));
   };
   return *std::max_element(sequences.begin(), sequences.end(),
