@@ -1,0 +1,340 @@
+// The Hopper test kernels of common/simt (hopper.h), written once in ordinary CUDA: the host
+// compiler builds them through common/simt (simt_hopper_test.cpp), nvcc for the GPU
+// (simt_hopper_gpu_runs.cu, sm_90a). Include in ONE translation unit per backend and program.
+//
+// The kernels know nothing of the layouts: the host writes the shared-memory image of A and B
+// (where each element lies, from the PTX ISA's figures: simt_hopper_reference.h) or the global
+// matrices a TMA box is cut from, and every thread hands back its accumulator registers; the tests
+// decide what each register holds.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "common/simt/simt.h"
+#include "simt_hopper_runs.h"
+
+namespace simt_hopper_test::SIMT_BACKEND {
+
+// The dynamic shared memory of a kernel, moved on to the next 1024-byte boundary of the shared
+// address space (the repeat of the 128-byte swizzle). On the CPU the base is one already; on a
+// GPU the launch asks for 1024 bytes more.
+__device__ __forceinline__ std::uint8_t* aligned_shared(std::uint8_t* base) {
+  const std::uint32_t address = simt::shared_address(base);
+  return base + (1024u - address % 1024u) % 1024u;
+}
+
+// D = A B + C by one wgmma (or k_steps of them, each reading 32 bytes further along K in both
+// operands' descriptors when those are K-major): A and B from the shared-memory image, or A from
+// registers (a_regs: 4 per thread, thread-major). c and d_out: N / 2 per thread, thread-major.
+template <int N, simt::Major major_a, simt::Major major_b, bool bf16, bool a_in_registers>
+__global__ void wgmma_kernel(const std::uint32_t* __restrict__ image, unsigned image_words, OperandLayout a,
+                             OperandLayout b, const std::uint32_t* __restrict__ a_regs, const float* __restrict__ c,
+                             bool scale_d, float* __restrict__ d_out) {
+  SIMT_DYNAMIC_SHARED(std::uint8_t, raw);
+  std::uint8_t* smem = aligned_shared(raw);
+  const unsigned t = threadIdx.x;
+  for (unsigned i = t; i < image_words; i += blockDim.x) reinterpret_cast<std::uint32_t*>(smem)[i] = image[i];
+  simt::fence_proxy_async_shared_cta();  // the generic proxy's stores, seen by wgmma (the async proxy)
+  __syncthreads();
+  float d[N / 2];
+  for (int i = 0; i < N / 2; ++i) d[i] = c[t * (N / 2) + i];
+  std::uint32_t ra[4];
+  for (int i = 0; i < 4; ++i) ra[i] = a_in_registers ? a_regs[t * 4 + i] : 0u;
+  const std::uint64_t desc_a = simt::make_wgmma_descriptor(smem + a.offset, a.swizzle, a.lbo, a.sbo);
+  const std::uint64_t desc_b = simt::make_wgmma_descriptor(smem + b.offset, b.swizzle, b.lbo, b.sbo);
+  simt::wgmma_fence_operand(d);
+  simt::wgmma_fence();
+  if constexpr (a_in_registers) {
+    if constexpr (bf16) {
+      simt::wgmma_m64nNk16_bf16<N, major_b>(d, ra, desc_b, scale_d);
+    } else {
+      simt::wgmma_m64nNk16_f16<N, major_b>(d, ra, desc_b, scale_d);
+    }
+  } else {
+    if constexpr (bf16) {
+      simt::wgmma_m64nNk16_bf16<N, major_a, major_b>(d, desc_a, desc_b, scale_d);
+    } else {
+      simt::wgmma_m64nNk16_f16<N, major_a, major_b>(d, desc_a, desc_b, scale_d);
+    }
+  }
+  simt::wgmma_commit_group();
+  simt::wgmma_wait_group<0>();
+  simt::wgmma_fence_operand(d);
+  for (int i = 0; i < N / 2; ++i) d_out[t * (N / 2) + i] = d[i];
+}
+
+// TMA, then wgmma: thread 0 starts every box of plan_a (from map_a) and plan_b (from map_b),
+// expecting their bytes on one mbarrier; everybody waits on its phase 0, then the warpgroup runs
+// plan.k_steps wgmma (D = sum over the steps of A_s B_s, A_s and B_s the descriptors moved on by
+// k_step_bytes), one commit, one wait.
+template <int N, simt::Major major_b, bool bf16>
+__global__ void tma_wgmma_kernel(const __grid_constant__ simt::TensorMap map_a,
+                                 const __grid_constant__ simt::TensorMap map_b, TmaPlan plan_a, TmaPlan plan_b,
+                                 OperandLayout a, OperandLayout b, int k_steps, unsigned k_step_bytes_a,
+                                 unsigned k_step_bytes_b, float* __restrict__ d_out) {
+  SIMT_DYNAMIC_SHARED(std::uint8_t, raw);
+  __shared__ __align__(8) std::uint64_t full;
+  std::uint8_t* smem = aligned_shared(raw);
+  const unsigned t = threadIdx.x;
+  if (t == 0) {
+    simt::mbarrier_init(&full, 1);
+    simt::fence_mbarrier_init();
+  }
+  __syncthreads();
+  if (t == 0) {
+    simt::mbarrier_arrive_expect_tx(&full, plan_a.bytes + plan_b.bytes);
+    for (int i = 0; i < plan_a.count; ++i) {
+      simt::cp_async_bulk_tensor_2d_global_to_shared(smem + plan_a.dst[i], &map_a, plan_a.c0[i], plan_a.c1[i], &full);
+    }
+    for (int i = 0; i < plan_b.count; ++i) {
+      simt::cp_async_bulk_tensor_2d_global_to_shared(smem + plan_b.dst[i], &map_b, plan_b.c0[i], plan_b.c1[i], &full);
+    }
+  }
+  simt::mbarrier_wait_parity(&full, 0);
+  float d[N / 2];
+  for (int i = 0; i < N / 2; ++i) d[i] = 0.0f;
+  simt::wgmma_fence_operand(d);
+  simt::wgmma_fence();
+  for (int s = 0; s < k_steps; ++s) {
+    const std::uint64_t desc_a =
+        simt::make_wgmma_descriptor(smem + a.offset + s * k_step_bytes_a, a.swizzle, a.lbo, a.sbo);
+    const std::uint64_t desc_b =
+        simt::make_wgmma_descriptor(smem + b.offset + s * k_step_bytes_b, b.swizzle, b.lbo, b.sbo);
+    if constexpr (bf16) {
+      simt::wgmma_m64nNk16_bf16<N, simt::Major::k, major_b>(d, desc_a, desc_b, s > 0);
+    } else {
+      simt::wgmma_m64nNk16_f16<N, simt::Major::k, major_b>(d, desc_a, desc_b, s > 0);
+    }
+  }
+  simt::wgmma_commit_group();
+  simt::wgmma_wait_group<0>();
+  simt::wgmma_fence_operand(d);
+  for (int i = 0; i < N / 2; ++i) d_out[t * (N / 2) + i] = d[i];
+}
+
+// An mbarrier through two phases. 64 threads: each writes its slot, arrives; all wait on phase 0
+// and read their neighbour's slot; then again for phase 1 with new values. Before anything,
+// try_wait on parity 1 (the phase "before" phase 0) passes at once: passed_at_once[t] = 1.
+__global__ void mbarrier_phases_kernel(unsigned* __restrict__ passed_at_once, unsigned* __restrict__ seen) {
+  __shared__ __align__(8) std::uint64_t bar;
+  __shared__ unsigned slots[64];
+  const unsigned t = threadIdx.x, n = blockDim.x;
+  if (t == 0) simt::mbarrier_init(&bar, n);
+  simt::fence_mbarrier_init();
+  __syncthreads();
+  passed_at_once[t] = simt::mbarrier_try_wait_parity(&bar, 1) ? 1u : 0u;
+  for (unsigned phase = 0; phase < 2; ++phase) {
+    slots[t] = 100 * (phase + 1) + t;
+    simt::mbarrier_arrive(&bar);
+    simt::mbarrier_wait_parity(&bar, phase);
+    seen[phase * n + t] = slots[(t + 1) % n];
+    __syncthreads();  // every thread has read its neighbour before the slots change
+  }
+}
+
+// Producer and consumers on a ring of `stages` slots, as FlashAttention-3 runs them: warp 0's lane 0
+// produces `items` values (item i into slot i % stages), waiting on the slot's "empty" barrier and
+// arriving on its "full" one; the 4 warps of warpgroup 1 wait on "full", sum the slot into their
+// total, and release "empty". out[t - 128] = the consumer's total.
+__global__ void producer_consumer_kernel(int items, int stages, float* __restrict__ out) {
+  __shared__ __align__(8) std::uint64_t full[4];
+  __shared__ __align__(8) std::uint64_t empty[4];
+  __shared__ float slot[4][128];
+  const unsigned t = threadIdx.x;
+  if (t == 0) {
+    for (int s = 0; s < stages; ++s) {
+      simt::mbarrier_init(&full[s], 1);
+      simt::mbarrier_init(&empty[s], 128);
+    }
+    simt::fence_mbarrier_init();
+  }
+  __syncthreads();
+  if (t < 128) {
+    simt::setmaxnreg_dec<40>();
+    if (t == 0) {
+      for (int i = 0; i < items; ++i) {
+        const int s = i % stages;
+        simt::mbarrier_wait_parity(&empty[s], ((i / stages) & 1) ^ 1);  // the first round passes at once
+        for (int j = 0; j < 128; ++j) slot[s][j] = static_cast<float>(i * 1000 + j);
+        simt::mbarrier_arrive(&full[s]);
+      }
+    }
+  } else {
+    simt::setmaxnreg_inc<232>();
+    float total = 0.0f;
+    for (int i = 0; i < items; ++i) {
+      const int s = i % stages;
+      simt::mbarrier_wait_parity(&full[s], (i / stages) & 1);
+      total += slot[s][t - 128];
+      simt::mbarrier_arrive(&empty[s]);
+    }
+    out[t - 128] = total;
+  }
+}
+
+// Two consumer warpgroups take turns through named barriers 1 and 2, as FlashAttention-3's
+// ping-pong does: warpgroup g waits at barrier 1 + g for its turn (its own 128 threads and the
+// other warpgroup's 128 arrivals) and hands over by arriving at the other one. Warpgroup 1 hands
+// warpgroup 0 the first turn. Each turn the warpgroup's thread 0 appends its number to `order`,
+// which must read 0, 1, 0, 1, ...
+__global__ void ping_pong_kernel(int turns, int* __restrict__ order) {
+  __shared__ int position;
+  const unsigned t = threadIdx.x, group = t / 128, mine = 1 + group, other = 2 - group;
+  if (t == 0) position = 0;
+  __syncthreads();
+  if (group == 1) simt::named_barrier_arrive(1, 256);  // warpgroup 0 takes the first turn
+  for (int turn = 0; turn < turns; ++turn) {
+    simt::named_barrier_sync(mine, 256);  // the other warpgroup has handed over
+    if (t % 128 == 0) order[position++] = static_cast<int>(group);
+    if (group == 0 || turn + 1 < turns) simt::named_barrier_arrive(other, 256);  // hand over
+  }
+}
+
+// ---- Broken kernels: run on the CPU only, to check the reports ----------------------------------
+
+// mode 0: no wgmma_fence; 1: d written between the wgmma and its wait; 2: no wait before the end;
+// 3: threads 64..127 skip the wgmma; 4: the descriptor of A in static __shared__ memory; 5: a
+// 128B-swizzled descriptor 256 bytes into its pattern; 6: threads give different descriptors.
+__global__ void wgmma_misuse_kernel(int mode, float* __restrict__ out) {
+  SIMT_DYNAMIC_SHARED(std::uint8_t, smem);
+  __shared__ __align__(1024) std::uint8_t tile[2048];
+  const unsigned t = threadIdx.x;
+  for (unsigned i = t; i < 4096; i += blockDim.x) smem[i] = 0;
+  __syncthreads();
+  float d[8] = {};
+  const std::uint8_t* a = mode == 4 ? tile : mode == 5 ? smem + 256 : smem;
+  const simt::Swizzle swizzle = mode == 5 ? simt::Swizzle::b128 : simt::Swizzle::none;
+  std::uint64_t desc_a = simt::make_wgmma_descriptor(a, swizzle, 128, 256);
+  if (mode == 6 && t == 77) desc_a += 1;
+  const std::uint64_t desc_b = simt::make_wgmma_descriptor(smem + 2048, simt::Swizzle::none, 128, 256);
+  if (mode != 0) simt::wgmma_fence();
+  if (mode != 3 || t < 64) simt::wgmma_m64nNk16_bf16<16>(d, desc_a, desc_b, false);
+  simt::wgmma_commit_group();
+  if (mode == 1) d[3] *= 2.0f;  // as a rescale of the accumulator would, before the wait
+  if (mode != 2) simt::wgmma_wait_group<0>();
+  out[t] = d[0];
+}
+
+// mode 0: wait on the parity of the phase that never completes (phase 0 needs 2 arrivals, 1
+// comes); 1: expect_tx of 256 bytes, a copy of 128; 2: an mbarrier never initialised (in dynamic
+// shared memory, poisoned); 3: a named barrier given 128 by the even threads and 64 by the odd
+// ones; 4: a named barrier for 128 threads that 64 reach.
+__global__ void barrier_misuse_kernel(int mode, const __grid_constant__ simt::TensorMap map, float* __restrict__ out) {
+  SIMT_DYNAMIC_SHARED(std::uint8_t, smem);
+  __shared__ __align__(8) std::uint64_t bar;
+  const unsigned t = threadIdx.x;
+  if (t == 0 && mode != 2) simt::mbarrier_init(&bar, mode == 0 ? 2 : 1);
+  __syncthreads();
+  if (mode == 0) {
+    if (t == 0) simt::mbarrier_arrive(&bar);
+    simt::mbarrier_wait_parity(&bar, 0);
+  } else if (mode == 1) {
+    if (t == 0) {
+      simt::mbarrier_arrive_expect_tx(&bar, 256);
+      simt::cp_async_bulk_tensor_2d_global_to_shared(smem, &map, 0, 0, &bar);
+    }
+    simt::mbarrier_wait_parity(&bar, 0);
+  } else if (mode == 2) {
+    simt::mbarrier_arrive(reinterpret_cast<std::uint64_t*>(smem + 512));
+  } else if (mode == 3) {
+    simt::named_barrier_sync(3, t % 2 == 0 ? 128 : 64);
+  } else {
+    if (t < 64) simt::named_barrier_sync(4, 128);
+  }
+  out[t] = 1.0f;
+}
+
+// ---- Runners (declared in simt_hopper_runs.h) -----------------------------------------------------
+
+template <int N, simt::Major major_a, simt::Major major_b, bool bf16, bool a_in_registers>
+std::vector<float> run_wgmma(const WgmmaProblemImage& p) {
+  simt::DeviceBuffer<std::uint32_t> image(p.image), a_regs(p.a_registers.empty() ? std::vector<std::uint32_t>(512, 0u)
+                                                                                  : p.a_registers);
+  simt::DeviceBuffer<float> c(p.c), d(128 * N / 2);
+  const std::size_t bytes = p.image.size() * 4 + 1024;
+  simt::set_max_dynamic_shared_bytes<wgmma_kernel<N, major_a, major_b, bf16, a_in_registers>>(bytes);
+  simt::launch<wgmma_kernel<N, major_a, major_b, bf16, a_in_registers>>(
+      dim3(1), dim3(128), bytes, image.data(), static_cast<unsigned>(p.image.size()), p.a, p.b, a_regs.data(),
+      c.data(), p.scale_d, d.data());
+  return d.to_host();
+}
+
+template <int N, bool bf16, bool a_in_registers>
+std::vector<float> run_wgmma_majors(const WgmmaProblemImage& p) {
+  using simt::Major;
+  if (p.major_a == Major::k && p.major_b == Major::k) return run_wgmma<N, Major::k, Major::k, bf16, a_in_registers>(p);
+  if (p.major_a == Major::k) return run_wgmma<N, Major::k, Major::mn, bf16, a_in_registers>(p);
+  if (p.major_b == Major::k) return run_wgmma<N, Major::mn, Major::k, bf16, a_in_registers>(p);
+  return run_wgmma<N, Major::mn, Major::mn, bf16, a_in_registers>(p);
+}
+
+template <int N>
+std::vector<float> run_wgmma_n(const WgmmaProblemImage& p) {
+  if (p.bf16) {
+    return p.a_registers.empty() ? run_wgmma_majors<N, true, false>(p) : run_wgmma_majors<N, true, true>(p);
+  }
+  return p.a_registers.empty() ? run_wgmma_majors<N, false, false>(p) : run_wgmma_majors<N, false, true>(p);
+}
+
+std::vector<float> wgmma(const WgmmaProblemImage& p) {
+  switch (p.n) {
+    case 64:
+      return run_wgmma_n<64>(p);
+    case 128:
+      return run_wgmma_n<128>(p);
+    case 256:
+      return run_wgmma_n<256>(p);
+    default:
+      return run_wgmma_n<16>(p);
+  }
+}
+
+template <int N, simt::Major major_b, bool bf16>
+std::vector<float> run_tma_wgmma(const TmaProblem& p) {
+  simt::DeviceBuffer<std::uint16_t> a(p.a), b(p.b);
+  simt::DeviceBuffer<float> d(128 * N / 2);
+  // The maps read the device copies of A and B.
+  const simt::TensorMap map_a = simt::make_tensor_map_2d(a.data(), p.shape_a.cols, p.shape_a.rows, p.shape_a.cols,
+                                                         p.shape_a.box_cols, p.shape_a.box_rows, p.shape_a.swizzle);
+  const simt::TensorMap map_b = simt::make_tensor_map_2d(b.data(), p.shape_b.cols, p.shape_b.rows, p.shape_b.cols,
+                                                         p.shape_b.box_cols, p.shape_b.box_rows, p.shape_b.swizzle);
+  const std::size_t bytes = p.shared_bytes + 1024;
+  simt::set_max_dynamic_shared_bytes<tma_wgmma_kernel<N, major_b, bf16>>(bytes);
+  simt::launch<tma_wgmma_kernel<N, major_b, bf16>>(dim3(1), dim3(128), bytes, map_a, map_b, p.plan_a, p.plan_b,
+                                                   p.layout_a, p.layout_b, p.k_steps, p.k_step_bytes_a,
+                                                   p.k_step_bytes_b, d.data());
+  return d.to_host();
+}
+
+std::vector<float> tma_wgmma(const TmaProblem& p) {
+  using simt::Major;
+  if (p.n == 64) {
+    if (p.major_b == Major::k) return p.bf16 ? run_tma_wgmma<64, Major::k, true>(p) : run_tma_wgmma<64, Major::k, false>(p);
+    return p.bf16 ? run_tma_wgmma<64, Major::mn, true>(p) : run_tma_wgmma<64, Major::mn, false>(p);
+  }
+  if (p.major_b == Major::k) return p.bf16 ? run_tma_wgmma<128, Major::k, true>(p) : run_tma_wgmma<128, Major::k, false>(p);
+  return p.bf16 ? run_tma_wgmma<128, Major::mn, true>(p) : run_tma_wgmma<128, Major::mn, false>(p);
+}
+
+MbarrierRun mbarrier_phases() {
+  simt::DeviceBuffer<unsigned> passed(64), seen(128);
+  simt::launch<mbarrier_phases_kernel>(dim3(1), dim3(64), 0, passed.data(), seen.data());
+  return {passed.to_host(), seen.to_host()};
+}
+
+std::vector<float> producer_consumer(int items, int stages) {
+  simt::DeviceBuffer<float> out(128);
+  simt::launch<producer_consumer_kernel>(dim3(1), dim3(256), 0, items, stages, out.data());
+  return out.to_host();
+}
+
+std::vector<int> ping_pong(int turns) {
+  simt::DeviceBuffer<int> order(2 * turns);
+  simt::launch<ping_pong_kernel>(dim3(1), dim3(256), 0, turns, order.data());
+  return order.to_host();
+}
+
+}  // namespace simt_hopper_test::SIMT_BACKEND

@@ -1,0 +1,196 @@
+// The problems of the Hopper tests (CPU and GPU): matrices whose product is exact in float32, laid
+// out in shared memory or in global memory as simt_hopper_reference.h's figures say, and the plain
+// loop that multiplies them.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/simt/hopper.h"
+#include "simt_hopper_reference.h"
+#include "simt_hopper_runs.h"
+
+namespace simt_hopper_test {
+
+// The 2-byte pattern of x (exact: every value used here is representable in bf16 and f16).
+inline std::uint16_t bits_of(float x, bool bf16) {
+  return static_cast<std::uint16_t>((bf16 ? simt::pack_bf16x2(x, 0.0f) : simt::pack_f16x2(x, 0.0f)) & 0xffffu);
+}
+
+// What the entries of A and B are:
+//   a_shows:  B[k][n] = 1 where k = n % 16, else 0; A[m][k] = (m + 1) 2^(k - 8), all distinct. Then
+//             D[m][n] = A[m][n % 16]: every element of A lands in D where its place says.
+//   b_shows:  A[m][k] = 1 where k = m % 16; B[k][n] = (n + 1) 2^(k - 8): D[m][n] = B[m % 16][n].
+//   product:  small random integers, C too: D = A B + C exactly in float32 (|D| < 2^24).
+enum class Content { a_shows, b_shows, product };
+
+inline const char* to_string(Content c) {
+  return c == Content::a_shows ? "A shows through" : c == Content::b_shows ? "B shows through" : "random integers";
+}
+
+struct Matrices {
+  unsigned n = 0, k = 16;
+  std::vector<float> A;  // 64 x k
+  std::vector<float> B;  // k x n
+  std::vector<float> C;  // 64 x n
+};
+
+inline float power_of_two(int e) { return e >= 0 ? static_cast<float>(1u << e) : 1.0f / static_cast<float>(1u << -e); }
+
+inline Matrices make_matrices(Content content, unsigned n, unsigned k, std::uint32_t seed) {
+  Matrices m;
+  m.n = n;
+  m.k = k;
+  m.A.resize(64 * k);
+  m.B.resize(k * n);
+  m.C.assign(64 * n, 0.0f);
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> small(-4, 4), wide(-64, 64);
+  for (unsigned r = 0; r < 64; ++r) {
+    for (unsigned c = 0; c < k; ++c) {
+      const float v = content == Content::a_shows   ? static_cast<float>(r + 1) * power_of_two(static_cast<int>(c % 16) - 8)
+                      : content == Content::b_shows ? (c == r % 16 ? 1.0f : 0.0f)
+                                                    : static_cast<float>(small(rng));
+      m.A[r * k + c] = v;
+    }
+  }
+  for (unsigned r = 0; r < k; ++r) {
+    for (unsigned c = 0; c < n; ++c) {
+      const float v = content == Content::a_shows   ? (r == c % 16 ? 1.0f : 0.0f)
+                      : content == Content::b_shows ? static_cast<float>(c + 1) * power_of_two(static_cast<int>(r % 16) - 8)
+                                                    : static_cast<float>(small(rng));
+      m.B[r * n + c] = v;
+    }
+  }
+  if (content == Content::product) {
+    for (float& c : m.C) c = static_cast<float>(wide(rng));
+  }
+  return m;
+}
+
+// D = A B (+ C): the plain loop.
+inline std::vector<float> product(const Matrices& m, bool with_c) {
+  std::vector<float> D(64 * m.n);
+  for (unsigned r = 0; r < 64; ++r) {
+    for (unsigned c = 0; c < m.n; ++c) {
+      double sum = with_c ? m.C[r * m.n + c] : 0.0;
+      for (unsigned i = 0; i < m.k; ++i) sum += double(m.A[r * m.k + i]) * m.B[i * m.n + c];
+      D[r * m.n + c] = static_cast<float>(sum);
+    }
+  }
+  return D;
+}
+
+// A layout case: the descriptor fields of A (64 rows) and B (n rows) for one swizzle and majorness,
+// canonical and dense as a kernel would lay them out; `wide` K-major swizzled operands hold S / 2
+// elements of k per row, of which the wgmma reads the 16 from k_first on (the descriptor moved on
+// by 2 k_first bytes).
+struct LayoutCase {
+  simt::Swizzle swizzle = simt::Swizzle::none;
+  simt::Major major_a = simt::Major::k, major_b = simt::Major::k;
+  bool a_in_registers = false;
+  bool alternative = false;  // K-major none: all of k 0..7 first, then k 8..15 (LBO large, SBO 128)
+  unsigned k_first = 0;      // K-major swizzled: the first k the wgmma reads
+};
+
+inline std::string describe(const LayoutCase& c) {
+  const char* names[] = {"none", "32B", "64B", "128B"};
+  return std::string("swizzle ") + names[static_cast<unsigned>(c.swizzle)] + ", A " +
+         (c.a_in_registers ? "in registers" : c.major_a == simt::Major::k ? "K-major" : "M-major") + ", B " +
+         (c.major_b == simt::Major::k ? "K-major" : "N-major") + (c.alternative ? ", core matrices by k" : "") +
+         (c.k_first > 0 ? ", from k = " + std::to_string(c.k_first) : "");
+}
+
+// The fields, and the operand's bytes in the image, for `rows` rows (64 for A, n for B).
+struct Placed {
+  OperandLayout layout;
+  std::uint32_t bytes = 0;
+  unsigned k_total = 16;  // the k the image holds per row
+};
+
+inline Placed lay_out(const LayoutCase& c, simt::Major major, unsigned rows) {
+  Placed p;
+  const unsigned span = simt::swizzle_span(c.swizzle);
+  p.layout.swizzle = c.swizzle;
+  if (major == simt::Major::k) {
+    if (c.swizzle == simt::Swizzle::none) {
+      p.layout.lbo = c.alternative ? (rows / 8) * 128 : 128;
+      p.layout.sbo = c.alternative ? 128 : 256;
+      p.bytes = rows * 32;
+    } else {
+      p.k_total = span / 2;
+      p.layout.lbo = 16;  // not used by a swizzled K-major operand
+      p.layout.sbo = 8 * span;
+      p.bytes = rows * span;
+    }
+  } else {
+    if (c.swizzle == simt::Swizzle::none) {
+      p.layout.lbo = 128;                // 8 k-rows of 16 bytes, then the next 8 k
+      p.layout.sbo = 256;                // then the next 8 of M/N
+      p.bytes = rows * 32;
+    } else {
+      p.layout.sbo = 8 * span;           // 8 k-rows of S bytes, then the next 8 k
+      p.layout.lbo = 16 * span;          // both groups of k, then the next S / 2 of M/N
+      p.bytes = (rows / (span / 2)) * 16 * span;
+      if (rows % (span / 2) != 0) p.bytes += 16 * span;
+    }
+  }
+  return p;
+}
+
+// The image of A (at 0) and B (at the next 1024 bytes) and the problem's registers, for m's A
+// (64 x 16: its k are read from k_first on) and B (16 x n).
+inline WgmmaProblemImage make_image(const LayoutCase& c, const Matrices& m, bool bf16, bool scale_d) {
+  WgmmaProblemImage p;
+  p.n = static_cast<int>(m.n);
+  p.bf16 = bf16;
+  p.major_a = c.major_a;
+  p.major_b = c.major_b;
+  p.scale_d = scale_d;
+  const Placed pa = lay_out(c, c.major_a, 64);
+  const Placed pb = lay_out(c, c.major_b, m.n);
+  p.a = pa.layout;
+  p.b = pb.layout;
+  p.b.offset = (pa.bytes + 1023) / 1024 * 1024;
+  const std::uint32_t total = p.b.offset + pb.bytes;
+  std::vector<std::uint16_t> image(total / 2, 0x7fc0);  // a NaN in both types wherever nothing is placed
+  // Wide rows: the columns before k_first and after it hold other values (k_first + 16 .. S / 2),
+  // placed too, so that a descriptor that starts in the wrong place reads something else.
+  const unsigned k_first = c.k_first;
+  const unsigned a_cols = c.major_a == simt::Major::k ? pa.k_total : 16;
+  for (unsigned r = 0; r < 64; ++r) {
+    for (unsigned k = 0; k < a_cols; ++k) {
+      const bool inside = k >= k_first && k < k_first + 16;
+      const float v = inside ? m.A[r * 16 + (k - k_first)] : static_cast<float>(1000 + r);
+      image[place(c.major_a, c.swizzle, pa.layout.lbo, pa.layout.sbo, r, k) / 2] = bits_of(v, bf16);
+    }
+  }
+  const unsigned b_cols = c.major_b == simt::Major::k ? pb.k_total : 16;
+  for (unsigned nn = 0; nn < m.n; ++nn) {
+    for (unsigned k = 0; k < b_cols; ++k) {
+      const bool inside = k >= k_first && k < k_first + 16;
+      const float v = inside ? m.B[(k - k_first) * m.n + nn] : static_cast<float>(2000 + nn);
+      image[(p.b.offset + place(c.major_b, c.swizzle, pb.layout.lbo, pb.layout.sbo, nn, k)) / 2] = bits_of(v, bf16);
+    }
+  }
+  // The descriptors start k_first elements in (K-major: 2 k_first bytes along the row).
+  if (c.major_a == simt::Major::k) p.a.offset += 2 * k_first;
+  if (c.major_b == simt::Major::k) p.b.offset += 2 * k_first;
+  p.image.resize(image.size() / 2);
+  std::memcpy(p.image.data(), image.data(), p.image.size() * 4);
+  if (c.a_in_registers) {
+    p.a_registers.assign(128 * 4, 0u);
+    for (unsigned r = 0; r < 64; ++r) {
+      for (unsigned k = 0; k < 16; ++k) {
+        const Slot s = a_slot(r, k);
+        p.a_registers[s.thread * 4 + s.reg] |= std::uint32_t{bits_of(m.A[r * 16 + k], bf16)} << (16 * s.high);
+      }
+    }
+  }
+  p.c = d_registers(m.C, m.n);
+  return p;
+}
+
+}  // namespace simt_hopper_test

@@ -1,0 +1,93 @@
+// The Hopper test kernels of common/simt (simt_hopper_kernels.cuh), each behind a host function that
+// allocates device buffers, launches it and copies the result back. Declared for both backends as
+// simt_tensor_core_runs.h does: simt_hopper_test::cpu:: (host compiler) and simt_hopper_test::gpu::
+// (nvcc). Per-thread data is thread-major: thread t's k registers are at [t * k, t * k + k).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "common/simt/hopper.h"
+
+namespace simt_hopper_test {
+
+// Where an operand lies in the kernel's (1024-byte aligned) shared memory, and the descriptor's
+// fields for it.
+struct OperandLayout {
+  std::uint32_t offset = 0;  // bytes from the aligned base
+  simt::Swizzle swizzle = simt::Swizzle::none;
+  std::uint32_t lbo = 0, sbo = 0;  // bytes
+};
+
+// One wgmma: the shared-memory image (words), A in registers instead when a_registers is not empty
+// (4 per thread), C (n / 2 per thread), and the shape.
+struct WgmmaProblemImage {
+  int n = 64;
+  bool bf16 = true;
+  simt::Major major_a = simt::Major::k, major_b = simt::Major::k;
+  OperandLayout a, b;
+  std::vector<std::uint32_t> image;
+  std::vector<std::uint32_t> a_registers;
+  std::vector<float> c;
+  bool scale_d = true;
+};
+
+// The TMA boxes one operand needs: box i lands at dst[i] (bytes from the aligned base) from
+// coordinates (c0[i], c1[i]) (column, row); `bytes` in all.
+struct TmaPlan {
+  int count = 0;
+  unsigned bytes = 0;
+  std::uint32_t dst[16] = {};
+  int c0[16] = {}, c1[16] = {};
+};
+
+// A row-major global matrix of 2-byte elements and its tensor map's box.
+struct TmaMatrix {
+  std::uint64_t rows = 0, cols = 0;
+  std::uint32_t box_rows = 0, box_cols = 0;
+  simt::Swizzle swizzle = simt::Swizzle::none;
+};
+
+struct TmaProblem {
+  int n = 64;
+  bool bf16 = true;
+  simt::Major major_b = simt::Major::k;
+  std::vector<std::uint16_t> a, b;  // the global matrices
+  TmaMatrix shape_a, shape_b;
+  TmaPlan plan_a, plan_b;
+  OperandLayout layout_a, layout_b;
+  int k_steps = 1;
+  unsigned k_step_bytes_a = 0, k_step_bytes_b = 0;
+  unsigned shared_bytes = 0;
+};
+
+struct MbarrierRun {
+  std::vector<unsigned> passed_at_once;  // per thread: try_wait on parity 1 passed before any arrival
+  std::vector<unsigned> seen;            // [phase][thread]: the neighbour's slot after the phase's wait
+};
+
+}  // namespace simt_hopper_test
+
+#define SIMT_HOPPER_TEST_RUNNERS                                                                        \
+  /* One warpgroup, one wgmma (n: 16, 64, 128 or 256); returns D, n / 2 registers per thread. */      \
+  std::vector<float> wgmma(const simt_hopper_test::WgmmaProblemImage& p);                              \
+  /* TMA boxes into shared memory, then k_steps wgmma on them (n 64 or 128); returns D as above. */     \
+  std::vector<float> tma_wgmma(const simt_hopper_test::TmaProblem& p);                                 \
+  /* 64 threads through two mbarrier phases. */                                                       \
+  simt_hopper_test::MbarrierRun mbarrier_phases();                                                     \
+  /* A producer warp and a consumer warpgroup on a ring of `stages` slots; the consumers' totals. */    \
+  std::vector<float> producer_consumer(int items, int stages);                                         \
+  /* Two warpgroups taking `turns` turns each through named barriers; the order of the turns. */        \
+  std::vector<int> ping_pong(int turns);
+
+namespace simt_hopper_test::cpu {
+SIMT_HOPPER_TEST_RUNNERS
+}  // namespace simt_hopper_test::cpu
+
+namespace simt_hopper_test::gpu {
+SIMT_HOPPER_TEST_RUNNERS
+// The compute capability of device 0 as 10 * major + minor (90 for an H100 or H200).
+int compute_capability();
+}  // namespace simt_hopper_test::gpu
+
+#undef SIMT_HOPPER_TEST_RUNNERS

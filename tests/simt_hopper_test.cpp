@@ -1,0 +1,396 @@
+// common/simt's Hopper instructions on the CPU (hopper.h): wgmma reads every layout and swizzle of
+// the PTX ISA's figures (simt_hopper_reference.h) and multiplies exactly, TMA places each 16-byte
+// chunk where a wgmma descriptor of the same swizzle reads it back, mbarrier phases and named
+// barriers order a producer and its consumers, under every schedule; and every misuse is reported
+// with the kernel, the block, the warpgroup and the line, never as a hang.
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "catch.h"
+#include "simt_hopper_kernels.cuh"
+#include "simt_hopper_problems.h"
+#include "simt_test_support.h"
+
+namespace {
+
+using namespace simt_hopper_test;
+using namespace simt_test;  // ControlsGuard, for_each_schedule, runtime_error_of, check_mentions
+using simt::Major;
+using simt::Swizzle;
+
+constexpr Swizzle all_swizzles[] = {Swizzle::none, Swizzle::b32, Swizzle::b64, Swizzle::b128};
+
+// D from the kernel equals the plain loop's, element for element: every value of these problems
+// is a small integer or a power of two times one, so both sums are exact (no tolerance).
+void check_d(const std::vector<float>& registers, const std::vector<float>& expected, unsigned n,
+             const std::string& what) {
+  const std::vector<float> D = d_matrix(registers, n);
+  unsigned wrong = 0;
+  for (unsigned i = 0; i < D.size() && wrong < 5; ++i) {
+    if (D[i] == expected[i]) continue;
+    ++wrong;
+    INFO(what << ": D[" << i / n << "][" << i % n << "] = " << D[i] << ", expected " << expected[i]);
+    CHECK(D[i] == expected[i]);
+  }
+  CHECK(wrong == 0);
+}
+
+}  // namespace
+
+TEST_CASE("wgmma's figures, read by hand: a few threads' registers", "[simt]") {
+  // "WGMMA .m64nNk16 register fragment layout for accumulator matrix D": row 0 is held by threads
+  // 0-3 of warp 0, two columns each (T0: d0, d1 = D[0][0], D[0][1]); row 8 by the same threads in
+  // d2, d3; columns 8-15 in d4..d7; warp 1 starts at row 16.
+  CHECK((d_slot(0, 1).thread == 0 && d_slot(0, 1).reg == 1));
+  CHECK((d_slot(8, 0).thread == 0 && d_slot(8, 0).reg == 2));
+  CHECK((d_slot(0, 9).thread == 0 && d_slot(0, 9).reg == 5));
+  CHECK((d_slot(17, 6).thread == 32 + 4 + 3 && d_slot(17, 6).reg == 0));
+  CHECK((d_slot(63, 255).thread == 127 && d_slot(63, 255).reg == 127));
+  // "... for matrix A": as mma.m16n8k16's A per warp; lane 5 of warp 2 holds A[33][10], A[33][11]
+  // in a[2] (row groupID 1, columns 8 + 2 threadID_in_group), the second in bits 16-31.
+  CHECK((a_slot(33, 10).thread == 64 + 5 && a_slot(33, 10).reg == 2 && a_slot(33, 11).high == 1));
+  // The swizzle figures: 128B moves chunk 1 of row 3 to chunk 2; 64B leaves rows 0-1 alone and
+  // moves chunk 0 of row 7 to chunk 3; 32B moves chunk 0 of row 4 to chunk 1.
+  CHECK(figure_chunk(Swizzle::b128, 3, 1) == 2);
+  CHECK(figure_chunk(Swizzle::b64, 1, 2) == 2);
+  CHECK(figure_chunk(Swizzle::b64, 7, 0) == 3);
+  CHECK(figure_chunk(Swizzle::b32, 4, 0) == 1);
+}
+
+TEST_CASE("the wgmma descriptor holds the PTX ISA's fields and gives them back", "[simt]") {
+  const std::uint64_t d = simt::wgmma_descriptor(0x12340, Swizzle::b128, 0x40, 0x400);
+  CHECK((d & 0x3fff) == 0x1234);            // bits 0-13: start address >> 4
+  CHECK(((d >> 16) & 0x3fff) == 0x4);       // bits 16-29: leading byte offset >> 4
+  CHECK(((d >> 32) & 0x3fff) == 0x40);      // bits 32-45: stride byte offset >> 4
+  CHECK((d >> 62) == 1);                    // 128B swizzle is 1; 64B 2; 32B 3; none 0
+  CHECK((simt::wgmma_descriptor(0, Swizzle::b64, 0, 0) >> 62) == 2);
+  CHECK((simt::wgmma_descriptor(0, Swizzle::b32, 0, 0) >> 62) == 3);
+  CHECK(((simt::wgmma_descriptor(0, Swizzle::none, 0, 0, 5) >> 49) & 7) == 5);  // bits 49-51: base offset
+  const auto f = simt::decode_wgmma_descriptor(simt::wgmma_descriptor(0x3fff0, Swizzle::b32, 0x120, 0x2000, 3));
+  CHECK(f.start_address == 0x3fff0);
+  CHECK(f.leading_byte_offset == 0x120);
+  CHECK(f.stride_byte_offset == 0x2000);
+  CHECK(f.base_offset == 3);
+  CHECK(f.swizzle == Swizzle::b32);
+  // The swizzle of an address: bits 4-6 XOR bits 7-9 for 128B.
+  CHECK(simt::swizzled_address(0x0380 + 0x10, Swizzle::b128) == 0x0380 + 0x60);
+  CHECK(simt::swizzled_address(0x0110, Swizzle::b64) == 0x0130);  // 64-byte row 4 of its atom: chunk 1 to 1 XOR 2
+  CHECK(simt::swizzled_address(0x0090, Swizzle::none) == 0x0090);
+}
+
+TEST_CASE("wgmma from shared memory reads every layout and swizzle the figures draw", "[simt]") {
+  ControlsGuard guard;
+  const Swizzle swizzle = GENERATE(Swizzle::none, Swizzle::b32, Swizzle::b64, Swizzle::b128);
+  const Major major_a = GENERATE(Major::k, Major::mn);
+  const Major major_b = GENERATE(Major::k, Major::mn);
+  const unsigned n = GENERATE(64u, 128u, 256u);
+  const bool bf16 = GENERATE(true, false);
+  LayoutCase c{swizzle, major_a, major_b};
+  std::uint32_t seed = 7;
+  for (Content content : {Content::a_shows, Content::b_shows, Content::product}) {
+    const Matrices m = make_matrices(content, n, 16, seed++);
+    const WgmmaProblemImage p = make_image(c, m, bf16, true);
+    const auto expected = product(m, true);
+    for_each_schedule([&] {
+      check_d(cpu::wgmma(p), expected, n,
+              describe(c) + ", n " + std::to_string(n) + (bf16 ? ", bf16, " : ", f16, ") + to_string(content));
+    });
+  }
+}
+
+TEST_CASE("wgmma with A from registers, the A fragment of the figures", "[simt]") {
+  ControlsGuard guard;
+  const Swizzle swizzle = GENERATE(Swizzle::none, Swizzle::b128);
+  const Major major_b = GENERATE(Major::k, Major::mn);
+  const unsigned n = GENERATE(64u, 256u);
+  const bool bf16 = GENERATE(true, false);
+  LayoutCase c{swizzle, Major::k, major_b, true};
+  for (Content content : {Content::a_shows, Content::product}) {
+    const Matrices m = make_matrices(content, n, 16, 11);
+    const WgmmaProblemImage p = make_image(c, m, bf16, true);
+    const auto expected = product(m, true);
+    for_each_schedule([&] { check_d(cpu::wgmma(p), expected, n, describe(c) + ", " + to_string(content)); });
+  }
+}
+
+TEST_CASE("wgmma: scale-d false ignores C, and K-major descriptors moved along k read the next 16", "[simt]") {
+  ControlsGuard guard;
+  const Matrices m = make_matrices(Content::product, 128, 16, 3);
+  const auto without_c = product(m, false);
+  for (Swizzle swizzle : all_swizzles) {
+    LayoutCase c{swizzle, Major::k, Major::mn};
+    check_d(cpu::wgmma(make_image(c, m, true, false)), without_c, 128, describe(c) + ", scale-d false");
+  }
+  // The last 16 k of a 64B and a 128B row, and the middle of a 128B one: the descriptor's start
+  // moves 2 k_first bytes, and the swizzle (on the address) still finds every chunk.
+  const auto with_c = product(m, true);
+  for (const auto& [swizzle, k_first] :
+       std::vector<std::pair<Swizzle, unsigned>>{{Swizzle::b64, 16}, {Swizzle::b128, 48}, {Swizzle::b128, 16}}) {
+    LayoutCase c{swizzle, Major::k, Major::k};
+    c.k_first = k_first;
+    for_each_schedule([&] { check_d(cpu::wgmma(make_image(c, m, false, true)), with_c, 128, describe(c)); });
+  }
+  // No swizzle, core matrices ordered by k first (another LBO and SBO for the same elements).
+  LayoutCase c{Swizzle::none, Major::k, Major::k};
+  c.alternative = true;
+  check_d(cpu::wgmma(make_image(c, m, true, true)), with_c, 128, describe(c));
+}
+
+namespace {
+
+// The TMA round trip: A (64 x K) cut from a global [80][96] matrix at (row 24, column 40), so
+// rows 80..87 of the box lie outside and arrive as zeros; B (K x n) cut from a global K-like
+// [n + 24][96] matrix (B[k][j] = Kg[row0 + j][col0 + k], K-major) or a V-like [48][n + 40] matrix
+// (B[k][j] = Vg[row0 + k][col0 + j], N-major), also partly outside. K = S / 2 for a swizzle of span
+// S (16 without one), as k_steps wgmma of 16.
+TmaProblem tma_problem(Swizzle swizzle, Major major_b, unsigned n, bool bf16, std::uint32_t seed,
+                       std::vector<float>& expected) {
+  TmaProblem p;
+  p.n = static_cast<int>(n);
+  p.bf16 = bf16;
+  p.major_b = major_b;
+  const unsigned span = simt::swizzle_span(swizzle);
+  const bool swizzled = swizzle != Swizzle::none;
+  const unsigned k_total = swizzled ? span / 2 : 16;
+  p.k_steps = static_cast<int>(k_total / 16);
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> small(-4, 4);
+  const auto fill = [&](std::vector<std::uint16_t>& g, std::vector<float>& values, std::size_t count) {
+    g.resize(count);
+    values.resize(count);
+    for (std::size_t i = 0; i < count; ++i) {
+      values[i] = static_cast<float>(small(rng));
+      g[i] = bits_of(values[i], bf16);
+    }
+  };
+  std::vector<float> a_values, b_values;
+  p.shape_a = {80, 96, 64, swizzled ? span / 2 : 8, swizzle};
+  fill(p.a, a_values, 80 * 96);
+  const int a_row = 24, a_col = 40;
+  // A: one box (swizzled), or two boxes of 8 columns (no swizzle: core matrices of 16-byte rows,
+  // k 0..7 then k 8..15 1024 bytes on).
+  p.layout_a = {0, swizzle, swizzled ? 16u : 1024u, swizzled ? 8 * span : 128u};
+  p.plan_a.count = swizzled ? 1 : 2;
+  for (int i = 0; i < p.plan_a.count; ++i) {
+    p.plan_a.dst[i] = 1024u * static_cast<unsigned>(i);
+    p.plan_a.c0[i] = a_col + 8 * i;
+    p.plan_a.c1[i] = a_row;
+  }
+  p.plan_a.bytes = 64 * k_total * 2;
+  p.k_step_bytes_a = 32;
+  const std::uint32_t b_offset = 8192;
+  if (major_b == Major::k) {
+    const std::uint64_t rows = n + 24;
+    p.shape_b = {rows, 96, n, swizzled ? span / 2 : 8, swizzle};
+    fill(p.b, b_values, rows * 96);
+    p.layout_b = {b_offset, swizzle, swizzled ? 16u : n * 16, swizzled ? 8 * span : 128u};
+    p.plan_b.count = swizzled ? 1 : 2;
+    for (int i = 0; i < p.plan_b.count; ++i) {
+      p.plan_b.dst[i] = b_offset + n * 16 * static_cast<unsigned>(i);
+      p.plan_b.c0[i] = 40 + 8 * i;
+      p.plan_b.c1[i] = 32;
+    }
+    p.k_step_bytes_b = 32;
+  } else {
+    const std::uint64_t cols = n + 40;
+    p.shape_b = {48, cols, k_total, swizzled ? span / 2 : 8, swizzle};
+    fill(p.b, b_values, 48 * cols);
+    const unsigned per_box = swizzled ? span / 2 : 8;       // columns of n per box
+    const unsigned box_bytes = k_total * per_box * 2;
+    p.layout_b = {b_offset, swizzle, swizzled ? box_bytes : 128u, swizzled ? 8 * span : box_bytes};
+    p.plan_b.count = static_cast<int>(n / per_box);
+    for (int i = 0; i < p.plan_b.count; ++i) {
+      p.plan_b.dst[i] = b_offset + box_bytes * static_cast<unsigned>(i);
+      p.plan_b.c0[i] = 24 + static_cast<int>(per_box) * i;
+      p.plan_b.c1[i] = 40;  // rows 48.. lie outside
+    }
+    p.k_step_bytes_b = swizzled ? 16 * span : 256;  // 16 k: two groups of 8 k-rows
+  }
+  p.plan_b.bytes = n * k_total * 2;
+  p.shared_bytes = b_offset + p.plan_b.bytes;
+  // The plain loop over the same boxes, zeros outside the matrices.
+  const auto a_at = [&](unsigned m, unsigned k) {
+    const unsigned r = a_row + m, c = a_col + k;
+    return r < 80 && c < 96 ? a_values[r * 96 + c] : 0.0f;
+  };
+  const auto b_at = [&](unsigned k, unsigned j) {
+    if (major_b == Major::k) {
+      const unsigned r = 32 + j, c = 40 + k;
+      return r < n + 24 && c < 96 ? b_values[r * 96 + c] : 0.0f;
+    }
+    const unsigned r = 40 + k, c = 24 + j;
+    return r < 48 && c < n + 40 ? b_values[r * (n + 40) + c] : 0.0f;
+  };
+  expected.assign(64 * n, 0.0f);
+  for (unsigned m = 0; m < 64; ++m) {
+    for (unsigned j = 0; j < n; ++j) {
+      float sum = 0.0f;  // exact: small integers
+      for (unsigned k = 0; k < k_total; ++k) sum += a_at(m, k) * b_at(k, j);
+      expected[m * n + j] = sum;
+    }
+  }
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("TMA puts each 16-byte chunk where a wgmma descriptor of the same swizzle reads it back", "[simt]") {
+  ControlsGuard guard;
+  const Swizzle swizzle = GENERATE(Swizzle::none, Swizzle::b32, Swizzle::b64, Swizzle::b128);
+  const Major major_b = GENERATE(Major::k, Major::mn);
+  const unsigned n = GENERATE(64u, 128u);
+  const bool bf16 = GENERATE(true, false);
+  std::vector<float> expected;
+  const TmaProblem p = tma_problem(swizzle, major_b, n, bf16, 5, expected);
+  for_each_schedule([&] {
+    INFO("swizzle " << simt::swizzle_span(swizzle) << ", B " << (major_b == Major::k ? "K" : "N") << "-major, n " << n);
+    const auto D = d_matrix(cpu::tma_wgmma(p), n);
+    unsigned wrong = 0;
+    for (unsigned i = 0; i < D.size(); ++i) wrong += D[i] != expected[i];
+    CHECK(wrong == 0);  // exact: small integers
+    CHECK(D[0 * n + 0] == expected[0]);
+  });
+}
+
+TEST_CASE("TMA without a swizzle writes the box densely, and zeros outside the tensor", "[simt]") {
+  // The same round trip read by hand: with A's box at rows 24.., row 56 of the box is global row
+  // 80, outside: D's row 56 is zero whatever B is.
+  ControlsGuard guard;
+  std::vector<float> expected;
+  const TmaProblem p = tma_problem(Swizzle::none, Major::k, 64, true, 9, expected);
+  const auto D = d_matrix(cpu::tma_wgmma(p), 64);
+  for (unsigned j = 0; j < 64; ++j) CHECK(D[56 * 64 + j] == 0.0f);
+  CHECK(D == expected);
+}
+
+TEST_CASE("make_tensor_map checks the driver's rules", "[simt]") {
+  std::vector<std::uint16_t> g(64 * 64);
+  const auto message = [&](auto make) { return fa_test::message_of<std::invalid_argument>(make); };
+  check_mentions(message([&] { simt::make_tensor_map_2d(g.data(), 64, 64, 64, 64, 8, Swizzle::b64); }),
+                 {"must have an inner dimension of exactly that many bytes"});
+  check_mentions(message([&] { simt::make_tensor_map_2d(g.data(), 64, 64, 60, 64, 8, Swizzle::b128); }),
+                 {"must be a multiple of 16 below 2^40"});
+  check_mentions(message([&] { simt::make_tensor_map_2d(g.data() + 1, 64, 64, 64, 8, 8, Swizzle::none); }),
+                 {"16-byte aligned"});
+  check_mentions(message([&] { simt::make_tensor_map_2d(g.data(), 64, 64, 64, 8, 300, Swizzle::none); }),
+                 {"box[1] = 300 must be 1 .. 256"});
+  check_mentions(message([&] { simt::make_tensor_map_2d(g.data(), 64, 64, 64, 4, 8, Swizzle::none); }),
+                 {"must be a multiple of 16 bytes"});
+  const simt::TensorMap ok = simt::make_tensor_map_2d(g.data(), 64, 64, 64, 64, 8, Swizzle::b128);
+  CHECK(ok.shape.box[0] == 64);
+  CHECK(ok.shape.strides[1] == 128);
+}
+
+TEST_CASE("mbarrier phases: arrivals complete a phase, its parity flips, the other parity passes at once",
+          "[simt]") {
+  ControlsGuard guard;
+  for_each_schedule([&] {
+    const MbarrierRun run = cpu::mbarrier_phases();
+    for (unsigned t = 0; t < 64; ++t) {
+      CHECK(run.passed_at_once[t] == 1u);
+      CHECK(run.seen[t] == 100 + (t + 1) % 64);       // phase 0: the neighbour wrote before arriving
+      CHECK(run.seen[64 + t] == 200 + (t + 1) % 64);  // phase 1 likewise
+    }
+  });
+}
+
+TEST_CASE("a producer and a consumer warpgroup on a ring of full and empty mbarriers", "[simt]") {
+  ControlsGuard guard;
+  const int stages = GENERATE(1, 2, 4);
+  const int items = 9;
+  for_each_schedule([&] {
+    const auto totals = cpu::producer_consumer(items, stages);
+    for (unsigned j = 0; j < 128; ++j) {
+      float expected = 0.0f;  // exact: integers below 2^24
+      for (int i = 0; i < items; ++i) expected += static_cast<float>(i * 1000 + static_cast<int>(j));
+      INFO("stages " << stages << ", consumer thread " << j);
+      CHECK(totals[j] == expected);
+    }
+  });
+}
+
+TEST_CASE("two warpgroups take turns through named barriers (ping-pong)", "[simt]") {
+  ControlsGuard guard;
+  for_each_schedule([&] {
+    const auto order = cpu::ping_pong(5);
+    for (unsigned i = 0; i < order.size(); ++i) CHECK(order[i] == static_cast<int>(i % 2));
+  });
+}
+
+namespace {
+
+std::string wgmma_misuse(int mode, unsigned threads = 128) {
+  ControlsGuard guard;
+  simt::DeviceBuffer<float> out(threads);
+  return runtime_error_of(
+      [&] { simt::launch<cpu::wgmma_misuse_kernel>(dim3(1), dim3(threads), 4096, mode, out.data()); });
+}
+
+std::string barrier_misuse(int mode) {
+  ControlsGuard guard;
+  std::vector<std::uint16_t> host(64, 1);
+  simt::DeviceBuffer<std::uint16_t> global(host);
+  simt::DeviceBuffer<float> out(128);
+  const simt::TensorMap map = simt::make_tensor_map_2d(global.data(), 8, 8, 8, 8, 8, Swizzle::none);
+  return runtime_error_of(
+      [&] { simt::launch<cpu::barrier_misuse_kernel>(dim3(1), dim3(128), 1024, mode, map, out.data()); });
+}
+
+}  // namespace
+
+TEST_CASE("wgmma without wgmma_fence is reported", "[simt]") {
+  check_mentions(wgmma_misuse(0), {"wgmma_misuse_kernel", "block (0, 0, 0)", "wgmma_m64nNk16_bf16 (tests/simt_hopper_kernels.cuh:",
+                                   "warpgroup 0)", "has not executed wgmma_fence since the kernel began"});
+}
+
+TEST_CASE("an accumulator written between its wgmma and the wait is reported at the wait", "[simt]") {
+  check_mentions(wgmma_misuse(1), {"wgmma_wait_group<0> (tests/simt_hopper_kernels.cuh:", "finds d[3] of the wgmma at",
+                                   "overwritten", "only after the wgmma_wait_group that covers its group"});
+}
+
+TEST_CASE("a wgmma never waited for is reported when the block finishes", "[simt]") {
+  check_mentions(wgmma_misuse(2), {"finished the kernel with the result of the wgmma at tests/simt_hopper_kernels.cuh:",
+                                   "no wgmma_wait_group covered its group"});
+}
+
+TEST_CASE("a wgmma that half the warpgroup skips is reported with each thread's place, not a hang", "[simt]") {
+  check_mentions(wgmma_misuse(3), {"64 of the 128 threads of warpgroup 0 (warps 0-3)",
+                                   "threads 0-63 at wgmma_m64nNk16_bf16 (tests/simt_hopper_kernels.cuh:",
+                                   "threads 64-127 exited"});
+}
+
+TEST_CASE("wgmma descriptors outside dynamic shared memory or misaligned for their swizzle are reported", "[simt]") {
+  check_mentions(wgmma_misuse(4), {"gives pointer 0x", "which is not in this block's dynamic shared memory",
+                                   "must lie in dynamic shared memory"});
+  check_mentions(wgmma_misuse(5), {"the descriptor of A", "swizzle 128B", "is not aligned for its swizzle",
+                                   "start % 1024 < 128"});
+  check_mentions(wgmma_misuse(6), {"thread 77 (warp 2, warpgroup 0) gives another descriptor of A"});
+}
+
+TEST_CASE("wgmma in a block whose warpgroup is not whole is an error", "[simt]") {
+  check_mentions(wgmma_misuse(0, 96), {"in warpgroup 0 of a block of 96 threads", "only 3 warps"});
+}
+
+TEST_CASE("a wait on a phase that never completes is reported, not a hang", "[simt]") {
+  check_mentions(barrier_misuse(0), {"barrier_misuse_kernel", "a wait that can never end",
+                                     "mbarrier_try_wait_parity (tests/simt_hopper_kernels.cuh:",
+                                     "still waits for 1 of 2 arrivals and 0 transaction bytes"});
+  check_mentions(barrier_misuse(1), {"a wait that can never end", "0 of 1 arrivals and 128 transaction bytes"});
+  check_mentions(barrier_misuse(2), {"which mbarrier_init has not initialised"});
+  check_mentions(barrier_misuse(3), {"named_barrier_sync (tests/simt_hopper_kernels.cuh:", "gives named barrier 3 the count",
+                                     "every thread of one use of a barrier must give the same count"});
+  check_mentions(barrier_misuse(4), {"named barrier 4 has 64 of the 128 threads it waits for"});
+}
+
+TEST_CASE("the Hopper instructions outside a kernel are errors", "[simt]") {
+  std::uint64_t bar = 0;
+  float d[32] = {};
+  CHECK_THROWS_AS(simt::mbarrier_init(&bar, 1), std::logic_error);
+  CHECK_THROWS_AS(simt::wgmma_fence(), std::logic_error);
+  CHECK_THROWS_AS((simt::wgmma_m64nNk16_bf16<64>(d, 0, 0, true)), std::logic_error);
+  CHECK_THROWS_AS(simt::named_barrier_sync(1, 32), std::logic_error);
+}
