@@ -138,8 +138,9 @@ __global__ void mbarrier_phases_kernel(unsigned* __restrict__ passed_at_once, un
 // Producer and consumers on a ring of `stages` slots, as FlashAttention-3 runs them: warp 0's lane 0
 // produces `items` values (item i into slot i % stages), waiting on the slot's "empty" barrier and
 // arriving on its "full" one; the 4 warps of warpgroup 1 wait on "full", sum the slot into their
-// total, and release "empty". out[t - 128] = the consumer's total.
-__global__ void producer_consumer_kernel(int items, int stages, float* __restrict__ out) {
+// total, and release "empty". out[t - 128] = the consumer's total. __launch_bounds__ tells ptxas
+// the register count at entry, without which it ignores setmaxnreg.
+__global__ void __launch_bounds__(256, 1) producer_consumer_kernel(int items, int stages, float* __restrict__ out) {
   __shared__ __align__(8) std::uint64_t full[4];
   __shared__ __align__(8) std::uint64_t empty[4];
   __shared__ float slot[4][128];

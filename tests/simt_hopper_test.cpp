@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <utility>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -140,103 +141,6 @@ TEST_CASE("wgmma: scale-d false ignores C, and K-major descriptors moved along k
   check_d(cpu::wgmma(make_image(c, m, true, true)), with_c, 128, describe(c));
 }
 
-namespace {
-
-// The TMA round trip: A (64 x K) cut from a global [80][96] matrix at (row 24, column 40), so
-// rows 80..87 of the box lie outside and arrive as zeros; B (K x n) cut from a global K-like
-// [n + 24][96] matrix (B[k][j] = Kg[row0 + j][col0 + k], K-major) or a V-like [48][n + 40] matrix
-// (B[k][j] = Vg[row0 + k][col0 + j], N-major), also partly outside. K = S / 2 for a swizzle of span
-// S (16 without one), as k_steps wgmma of 16.
-TmaProblem tma_problem(Swizzle swizzle, Major major_b, unsigned n, bool bf16, std::uint32_t seed,
-                       std::vector<float>& expected) {
-  TmaProblem p;
-  p.n = static_cast<int>(n);
-  p.bf16 = bf16;
-  p.major_b = major_b;
-  const unsigned span = simt::swizzle_span(swizzle);
-  const bool swizzled = swizzle != Swizzle::none;
-  const unsigned k_total = swizzled ? span / 2 : 16;
-  p.k_steps = static_cast<int>(k_total / 16);
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int> small(-4, 4);
-  const auto fill = [&](std::vector<std::uint16_t>& g, std::vector<float>& values, std::size_t count) {
-    g.resize(count);
-    values.resize(count);
-    for (std::size_t i = 0; i < count; ++i) {
-      values[i] = static_cast<float>(small(rng));
-      g[i] = bits_of(values[i], bf16);
-    }
-  };
-  std::vector<float> a_values, b_values;
-  p.shape_a = {80, 96, 64, swizzled ? span / 2 : 8, swizzle};
-  fill(p.a, a_values, 80 * 96);
-  const int a_row = 24, a_col = 40;
-  // A: one box (swizzled), or two boxes of 8 columns (no swizzle: core matrices of 16-byte rows,
-  // k 0..7 then k 8..15 1024 bytes on).
-  p.layout_a = {0, swizzle, swizzled ? 16u : 1024u, swizzled ? 8 * span : 128u};
-  p.plan_a.count = swizzled ? 1 : 2;
-  for (int i = 0; i < p.plan_a.count; ++i) {
-    p.plan_a.dst[i] = 1024u * static_cast<unsigned>(i);
-    p.plan_a.c0[i] = a_col + 8 * i;
-    p.plan_a.c1[i] = a_row;
-  }
-  p.plan_a.bytes = 64 * k_total * 2;
-  p.k_step_bytes_a = 32;
-  const std::uint32_t b_offset = 8192;
-  if (major_b == Major::k) {
-    const std::uint64_t rows = n + 24;
-    p.shape_b = {rows, 96, n, swizzled ? span / 2 : 8, swizzle};
-    fill(p.b, b_values, rows * 96);
-    p.layout_b = {b_offset, swizzle, swizzled ? 16u : n * 16, swizzled ? 8 * span : 128u};
-    p.plan_b.count = swizzled ? 1 : 2;
-    for (int i = 0; i < p.plan_b.count; ++i) {
-      p.plan_b.dst[i] = b_offset + n * 16 * static_cast<unsigned>(i);
-      p.plan_b.c0[i] = 40 + 8 * i;
-      p.plan_b.c1[i] = 32;
-    }
-    p.k_step_bytes_b = 32;
-  } else {
-    const std::uint64_t cols = n + 40;
-    p.shape_b = {48, cols, k_total, swizzled ? span / 2 : 8, swizzle};
-    fill(p.b, b_values, 48 * cols);
-    const unsigned per_box = swizzled ? span / 2 : 8;       // columns of n per box
-    const unsigned box_bytes = k_total * per_box * 2;
-    p.layout_b = {b_offset, swizzle, swizzled ? box_bytes : 128u, swizzled ? 8 * span : box_bytes};
-    p.plan_b.count = static_cast<int>(n / per_box);
-    for (int i = 0; i < p.plan_b.count; ++i) {
-      p.plan_b.dst[i] = b_offset + box_bytes * static_cast<unsigned>(i);
-      p.plan_b.c0[i] = 24 + static_cast<int>(per_box) * i;
-      p.plan_b.c1[i] = 40;  // rows 48.. lie outside
-    }
-    p.k_step_bytes_b = swizzled ? 16 * span : 256;  // 16 k: two groups of 8 k-rows
-  }
-  p.plan_b.bytes = n * k_total * 2;
-  p.shared_bytes = b_offset + p.plan_b.bytes;
-  // The plain loop over the same boxes, zeros outside the matrices.
-  const auto a_at = [&](unsigned m, unsigned k) {
-    const unsigned r = a_row + m, c = a_col + k;
-    return r < 80 && c < 96 ? a_values[r * 96 + c] : 0.0f;
-  };
-  const auto b_at = [&](unsigned k, unsigned j) {
-    if (major_b == Major::k) {
-      const unsigned r = 32 + j, c = 40 + k;
-      return r < n + 24 && c < 96 ? b_values[r * 96 + c] : 0.0f;
-    }
-    const unsigned r = 40 + k, c = 24 + j;
-    return r < 48 && c < n + 40 ? b_values[r * (n + 40) + c] : 0.0f;
-  };
-  expected.assign(64 * n, 0.0f);
-  for (unsigned m = 0; m < 64; ++m) {
-    for (unsigned j = 0; j < n; ++j) {
-      float sum = 0.0f;  // exact: small integers
-      for (unsigned k = 0; k < k_total; ++k) sum += a_at(m, k) * b_at(k, j);
-      expected[m * n + j] = sum;
-    }
-  }
-  return p;
-}
-
-}  // namespace
 
 TEST_CASE("TMA puts each 16-byte chunk where a wgmma descriptor of the same swizzle reads it back", "[simt]") {
   ControlsGuard guard;
@@ -244,8 +148,8 @@ TEST_CASE("TMA puts each 16-byte chunk where a wgmma descriptor of the same swiz
   const Major major_b = GENERATE(Major::k, Major::mn);
   const unsigned n = GENERATE(64u, 128u);
   const bool bf16 = GENERATE(true, false);
-  std::vector<float> expected;
-  const TmaProblem p = tma_problem(swizzle, major_b, n, bf16, 5, expected);
+  const TmaRoundTrip p = tma_round_trip(swizzle, major_b, n, bf16, 5);
+  const std::vector<float>& expected = p.expected;
   for_each_schedule([&] {
     INFO("swizzle " << simt::swizzle_span(swizzle) << ", B " << (major_b == Major::k ? "K" : "N") << "-major, n " << n);
     const auto D = d_matrix(cpu::tma_wgmma(p), n);
@@ -260,8 +164,8 @@ TEST_CASE("TMA without a swizzle writes the box densely, and zeros outside the t
   // The same round trip read by hand: with A's box at rows 24.., row 56 of the box is global row
   // 80, outside: D's row 56 is zero whatever B is.
   ControlsGuard guard;
-  std::vector<float> expected;
-  const TmaProblem p = tma_problem(Swizzle::none, Major::k, 64, true, 9, expected);
+  const TmaRoundTrip p = tma_round_trip(Swizzle::none, Major::k, 64, true, 9);
+  const std::vector<float>& expected = p.expected;
   const auto D = d_matrix(cpu::tma_wgmma(p), 64);
   for (unsigned j = 0; j < 64; ++j) CHECK(D[56 * 64 + j] == 0.0f);
   CHECK(D == expected);

@@ -22,6 +22,7 @@
 
 #include "common/simt/half_precision.h"
 #include "common/simt/hopper_gpu_wgmma.h"
+#include "common/simt/tensor_core_gpu.h"
 #include "common/simt/tensor_map.h"
 
 #if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -38,16 +39,11 @@
 namespace simt {
 inline namespace gpu {
 
-__device__ __forceinline__ std::uint32_t hopper_shared_address(const void* pointer) {
-  return static_cast<std::uint32_t>(__cvta_generic_to_shared(pointer));
-}
-
-__device__ __forceinline__ std::uint32_t shared_address(const void* pointer) { return hopper_shared_address(pointer); }
-
+// shared_address(pointer): tensor_core_gpu.h's (__cvta_generic_to_shared).
 __device__ __forceinline__ std::uint64_t make_wgmma_descriptor(const void* pointer, Swizzle swizzle,
                                                                std::uint32_t leading_byte_offset,
                                                                std::uint32_t stride_byte_offset) {
-  return wgmma_descriptor(hopper_shared_address(pointer), swizzle, leading_byte_offset, stride_byte_offset);
+  return wgmma_descriptor(shared_address(pointer), swizzle, leading_byte_offset, stride_byte_offset);
 }
 
 // ---- wgmma ------------------------------------------------------------------------------------
@@ -134,7 +130,7 @@ __device__ __forceinline__ void wgmma_wait_group() {
 
 __device__ __forceinline__ void mbarrier_init(std::uint64_t* bar, unsigned count) {
 #if SIMT_HAVE_SM90
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(hopper_shared_address(bar)), "r"(count) : "memory");
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(shared_address(bar)), "r"(count) : "memory");
 #else
   __trap();
 #endif
@@ -148,14 +144,14 @@ __device__ __forceinline__ void fence_mbarrier_init() {
 }
 __device__ __forceinline__ void mbarrier_arrive(std::uint64_t* bar) {
 #if SIMT_HAVE_SM90
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(hopper_shared_address(bar)) : "memory");
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(shared_address(bar)) : "memory");
 #else
   __trap();
 #endif
 }
 __device__ __forceinline__ void mbarrier_arrive_expect_tx(std::uint64_t* bar, unsigned bytes) {
 #if SIMT_HAVE_SM90
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(hopper_shared_address(bar)),
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(shared_address(bar)),
                "r"(bytes)
                : "memory");
 #else
@@ -164,7 +160,7 @@ __device__ __forceinline__ void mbarrier_arrive_expect_tx(std::uint64_t* bar, un
 }
 __device__ __forceinline__ void mbarrier_expect_tx(std::uint64_t* bar, unsigned bytes) {
 #if SIMT_HAVE_SM90
-  asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;\n" ::"r"(hopper_shared_address(bar)),
+  asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;\n" ::"r"(shared_address(bar)),
                "r"(bytes)
                : "memory");
 #else
@@ -179,7 +175,7 @@ __device__ __forceinline__ bool mbarrier_try_wait_parity(std::uint64_t* bar, uns
       "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
       "selp.u32 %0, 1, 0, p;\n}\n"
       : "=r"(done)
-      : "r"(hopper_shared_address(bar)), "r"(parity)
+      : "r"(shared_address(bar)), "r"(parity)
       : "memory");
   return done != 0;
 #else
@@ -230,8 +226,8 @@ __device__ __forceinline__ void cp_async_bulk_tensor_2d_global_to_shared(void* d
 #if SIMT_HAVE_SM90
   asm volatile(
       "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
-          hopper_shared_address(dst)),
-      "l"(&map->raw), "r"(c0), "r"(c1), "r"(hopper_shared_address(bar))
+          shared_address(dst)),
+      "l"(&map->raw), "r"(c0), "r"(c1), "r"(shared_address(bar))
       : "memory");
 #else
   __trap();
@@ -242,8 +238,8 @@ __device__ __forceinline__ void cp_async_bulk_tensor_3d_global_to_shared(void* d
 #if SIMT_HAVE_SM90
   asm volatile(
       "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], "
-      "[%5];\n" ::"r"(hopper_shared_address(dst)),
-      "l"(&map->raw), "r"(c0), "r"(c1), "r"(c2), "r"(hopper_shared_address(bar))
+      "[%5];\n" ::"r"(shared_address(dst)),
+      "l"(&map->raw), "r"(c0), "r"(c1), "r"(c2), "r"(shared_address(bar))
       : "memory");
 #else
   __trap();

@@ -128,11 +128,11 @@ constexpr unsigned element_bytes() {
 namespace simt {
 inline namespace gpu {
 
-struct alignas(64) TensorMap {
-  CUtensorMap raw;
+struct TensorMap {
+  CUtensorMap raw;  // aligned as the driver requires (64 bytes) by its own declaration
 };
 
-namespace tensor_map_detail {
+namespace tensor_map_driver {
 
 template <class T>
 CUtensorMapDataType data_type() {
@@ -162,14 +162,14 @@ inline EncodeTiled encode_tiled() {
   return function;
 }
 
-}  // namespace tensor_map_detail
+}  // namespace tensor_map_driver
 
 template <class T>
 TensorMap make_tensor_map(const T* global, std::initializer_list<std::uint64_t> dims,
                           std::initializer_list<std::uint64_t> strides, std::initializer_list<std::uint32_t> box,
                           Swizzle swizzle, std::initializer_list<std::uint32_t> element_strides = {}) {
-  const TensorMapShape s = tensor_map_detail::check(global, tensor_map_detail::element_bytes<T>(), dims, strides, box,
-                                                    element_strides, swizzle_span(swizzle));
+  const TensorMapShape s = simt::tensor_map_detail::check(global, simt::tensor_map_detail::element_bytes<T>(), dims, strides,
+                                                          box, element_strides, swizzle_span(swizzle));
   cuuint64_t g_dims[5], g_strides[4];
   cuuint32_t g_box[5], g_elements[5];
   for (unsigned i = 0; i < s.rank; ++i) {
@@ -183,8 +183,8 @@ TensorMap make_tensor_map(const T* global, std::initializer_list<std::uint64_t> 
                                   : swizzle == Swizzle::b128 ? CU_TENSOR_MAP_SWIZZLE_128B
                                                              : CU_TENSOR_MAP_SWIZZLE_NONE;
   TensorMap map{};
-  const CUresult r = tensor_map_detail::encode_tiled()(
-      &map.raw, tensor_map_detail::data_type<T>(), s.rank, const_cast<T*>(global), g_dims, g_strides, g_box,
+  const CUresult r = tensor_map_driver::encode_tiled()(
+      &map.raw, tensor_map_driver::data_type<T>(), s.rank, const_cast<T*>(global), g_dims, g_strides, g_box,
       g_elements, CU_TENSOR_MAP_INTERLEAVE_NONE, mode, CU_TENSOR_MAP_L2_PROMOTION_NONE,
       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) {
