@@ -67,8 +67,7 @@ TEST_CASE("on the GPU TMA lands each chunk where the same swizzle's descriptor r
   CHECK(d == cpu::tma_wgmma(p));
 }
 
-TEST_CASE("on the GPU mbarrier phases, the producer/consumer ring and the ping-pong run as on the CPU",
-          "[simt][gpu]") {
+TEST_CASE("on the GPU mbarrier phases, the producer/consumer ring and the ping-pong run as on the CPU", "[simt][gpu]") {
   SKIP_UNLESS_SM90();
   const MbarrierRun run = gpu::mbarrier_phases();
   const MbarrierRun cpu_run = cpu::mbarrier_phases();

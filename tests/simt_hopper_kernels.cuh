@@ -252,14 +252,14 @@ __global__ void barrier_misuse_kernel(int mode, const __grid_constant__ simt::Te
 
 template <int N, simt::Major major_a, simt::Major major_b, bool bf16, bool a_in_registers>
 std::vector<float> run_wgmma(const WgmmaProblemImage& p) {
-  simt::DeviceBuffer<std::uint32_t> image(p.image), a_regs(p.a_registers.empty() ? std::vector<std::uint32_t>(512, 0u)
-                                                                                  : p.a_registers);
+  simt::DeviceBuffer<std::uint32_t> image(p.image),
+      a_regs(p.a_registers.empty() ? std::vector<std::uint32_t>(512, 0u) : p.a_registers);
   simt::DeviceBuffer<float> c(p.c), d(128 * N / 2);
   const std::size_t bytes = p.image.size() * 4 + 1024;
   simt::set_max_dynamic_shared_bytes<wgmma_kernel<N, major_a, major_b, bf16, a_in_registers>>(bytes);
-  simt::launch<wgmma_kernel<N, major_a, major_b, bf16, a_in_registers>>(
-      dim3(1), dim3(128), bytes, image.data(), static_cast<unsigned>(p.image.size()), p.a, p.b, a_regs.data(),
-      c.data(), p.scale_d, d.data());
+  simt::launch<wgmma_kernel<N, major_a, major_b, bf16, a_in_registers>>(dim3(1), dim3(128), bytes, image.data(),
+                                                                        static_cast<unsigned>(p.image.size()), p.a, p.b,
+                                                                        a_regs.data(), c.data(), p.scale_d, d.data());
   return d.to_host();
 }
 
@@ -313,10 +313,12 @@ std::vector<float> run_tma_wgmma(const TmaProblem& p) {
 std::vector<float> tma_wgmma(const TmaProblem& p) {
   using simt::Major;
   if (p.n == 64) {
-    if (p.major_b == Major::k) return p.bf16 ? run_tma_wgmma<64, Major::k, true>(p) : run_tma_wgmma<64, Major::k, false>(p);
+    if (p.major_b == Major::k)
+      return p.bf16 ? run_tma_wgmma<64, Major::k, true>(p) : run_tma_wgmma<64, Major::k, false>(p);
     return p.bf16 ? run_tma_wgmma<64, Major::mn, true>(p) : run_tma_wgmma<64, Major::mn, false>(p);
   }
-  if (p.major_b == Major::k) return p.bf16 ? run_tma_wgmma<128, Major::k, true>(p) : run_tma_wgmma<128, Major::k, false>(p);
+  if (p.major_b == Major::k)
+    return p.bf16 ? run_tma_wgmma<128, Major::k, true>(p) : run_tma_wgmma<128, Major::k, false>(p);
   return p.bf16 ? run_tma_wgmma<128, Major::mn, true>(p) : run_tma_wgmma<128, Major::mn, false>(p);
 }
 

@@ -50,7 +50,8 @@ inline Matrices make_matrices(Content content, unsigned n, unsigned k, std::uint
   std::uniform_int_distribution<int> small(-4, 4), wide(-64, 64);
   for (unsigned r = 0; r < 64; ++r) {
     for (unsigned c = 0; c < k; ++c) {
-      const float v = content == Content::a_shows   ? static_cast<float>(r + 1) * power_of_two(static_cast<int>(c % 16) - 8)
+      const float v = content == Content::a_shows
+                          ? static_cast<float>(r + 1) * power_of_two(static_cast<int>(c % 16) - 8)
                       : content == Content::b_shows ? (c == r % 16 ? 1.0f : 0.0f)
                                                     : static_cast<float>(small(rng));
       m.A[r * k + c] = v;
@@ -58,9 +59,10 @@ inline Matrices make_matrices(Content content, unsigned n, unsigned k, std::uint
   }
   for (unsigned r = 0; r < k; ++r) {
     for (unsigned c = 0; c < n; ++c) {
-      const float v = content == Content::a_shows   ? (r == c % 16 ? 1.0f : 0.0f)
-                      : content == Content::b_shows ? static_cast<float>(c + 1) * power_of_two(static_cast<int>(r % 16) - 8)
-                                                    : static_cast<float>(small(rng));
+      const float v = content == Content::a_shows ? (r == c % 16 ? 1.0f : 0.0f)
+                      : content == Content::b_shows
+                          ? static_cast<float>(c + 1) * power_of_two(static_cast<int>(r % 16) - 8)
+                          : static_cast<float>(small(rng));
       m.B[r * n + c] = v;
     }
   }
@@ -98,8 +100,11 @@ struct LayoutCase {
 inline std::string describe(const LayoutCase& c) {
   const char* names[] = {"none", "32B", "64B", "128B"};
   return std::string("swizzle ") + names[static_cast<unsigned>(c.swizzle)] + ", A " +
-         (c.a_in_registers ? "in registers" : c.major_a == simt::Major::k ? "K-major" : "M-major") + ", B " +
-         (c.major_b == simt::Major::k ? "K-major" : "N-major") + (c.alternative ? ", core matrices by k" : "") +
+         (c.a_in_registers              ? "in registers"
+          : c.major_a == simt::Major::k ? "K-major"
+                                        : "M-major") +
+         ", B " + (c.major_b == simt::Major::k ? "K-major" : "N-major") +
+         (c.alternative ? ", core matrices by k" : "") +
          (c.k_first > 0 ? ", from k = " + std::to_string(c.k_first) : "");
 }
 
@@ -127,12 +132,12 @@ inline Placed lay_out(const LayoutCase& c, simt::Major major, unsigned rows) {
     }
   } else {
     if (c.swizzle == simt::Swizzle::none) {
-      p.layout.lbo = 128;                // 8 k-rows of 16 bytes, then the next 8 k
-      p.layout.sbo = 256;                // then the next 8 of M/N
+      p.layout.lbo = 128;  // 8 k-rows of 16 bytes, then the next 8 k
+      p.layout.sbo = 256;  // then the next 8 of M/N
       p.bytes = rows * 32;
     } else {
-      p.layout.sbo = 8 * span;           // 8 k-rows of S bytes, then the next 8 k
-      p.layout.lbo = 16 * span;          // both groups of k, then the next S / 2 of M/N
+      p.layout.sbo = 8 * span;   // 8 k-rows of S bytes, then the next 8 k
+      p.layout.lbo = 16 * span;  // both groups of k, then the next S / 2 of M/N
       p.bytes = (rows / (span / 2)) * 16 * span;
       if (rows % (span / 2) != 0) p.bytes += 16 * span;
     }
@@ -256,7 +261,7 @@ inline TmaRoundTrip tma_round_trip(simt::Swizzle swizzle, simt::Major major_b, u
     const std::uint64_t cols = n + 40;
     p.shape_b = {48, cols, k_total, swizzled ? span / 2 : 8, swizzle};
     fill(p.b, b_values, 48 * cols);
-    const unsigned per_box = swizzled ? span / 2 : 8;       // columns of n per box
+    const unsigned per_box = swizzled ? span / 2 : 8;  // columns of n per box
     const unsigned box_bytes = k_total * per_box * 2;
     p.layout_b = {b_offset, swizzle, swizzled ? box_bytes : 128u, swizzled ? 8 * span : box_bytes};
     p.plan_b.count = static_cast<int>(n / per_box);
@@ -292,6 +297,5 @@ inline TmaRoundTrip tma_round_trip(simt::Swizzle swizzle, simt::Major major_b, u
   }
   return p;
 }
-
 
 }  // namespace simt_hopper_test

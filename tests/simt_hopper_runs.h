@@ -68,16 +68,16 @@ struct MbarrierRun {
 
 }  // namespace simt_hopper_test
 
-#define SIMT_HOPPER_TEST_RUNNERS                                                                        \
-  /* One warpgroup, one wgmma (n: 16, 64, 128 or 256); returns D, n / 2 registers per thread. */      \
-  std::vector<float> wgmma(const simt_hopper_test::WgmmaProblemImage& p);                              \
-  /* TMA boxes into shared memory, then k_steps wgmma on them (n 64 or 128); returns D as above. */     \
-  std::vector<float> tma_wgmma(const simt_hopper_test::TmaProblem& p);                                 \
-  /* 64 threads through two mbarrier phases. */                                                       \
-  simt_hopper_test::MbarrierRun mbarrier_phases();                                                     \
-  /* A producer warp and a consumer warpgroup on a ring of `stages` slots; the consumers' totals. */    \
-  std::vector<float> producer_consumer(int items, int stages);                                         \
-  /* Two warpgroups taking `turns` turns each through named barriers; the order of the turns. */        \
+#define SIMT_HOPPER_TEST_RUNNERS                                                                     \
+  /* One warpgroup, one wgmma (n: 16, 64, 128 or 256); returns D, n / 2 registers per thread. */     \
+  std::vector<float> wgmma(const simt_hopper_test::WgmmaProblemImage& p);                            \
+  /* TMA boxes into shared memory, then k_steps wgmma on them (n 64 or 128); returns D as above. */  \
+  std::vector<float> tma_wgmma(const simt_hopper_test::TmaProblem& p);                               \
+  /* 64 threads through two mbarrier phases. */                                                      \
+  simt_hopper_test::MbarrierRun mbarrier_phases();                                                   \
+  /* A producer warp and a consumer warpgroup on a ring of `stages` slots; the consumers' totals. */ \
+  std::vector<float> producer_consumer(int items, int stages);                                       \
+  /* Two warpgroups taking `turns` turns each through named barriers; the order of the turns. */     \
   std::vector<int> ping_pong(int turns);
 
 namespace simt_hopper_test::cpu {

@@ -6,9 +6,9 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
-#include <utility>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "catch.h"
@@ -64,10 +64,10 @@ TEST_CASE("wgmma's figures, read by hand: a few threads' registers", "[simt]") {
 
 TEST_CASE("the wgmma descriptor holds the PTX ISA's fields and gives them back", "[simt]") {
   const std::uint64_t d = simt::wgmma_descriptor(0x12340, Swizzle::b128, 0x40, 0x400);
-  CHECK((d & 0x3fff) == 0x1234);            // bits 0-13: start address >> 4
-  CHECK(((d >> 16) & 0x3fff) == 0x4);       // bits 16-29: leading byte offset >> 4
-  CHECK(((d >> 32) & 0x3fff) == 0x40);      // bits 32-45: stride byte offset >> 4
-  CHECK((d >> 62) == 1);                    // 128B swizzle is 1; 64B 2; 32B 3; none 0
+  CHECK((d & 0x3fff) == 0x1234);        // bits 0-13: start address >> 4
+  CHECK(((d >> 16) & 0x3fff) == 0x4);   // bits 16-29: leading byte offset >> 4
+  CHECK(((d >> 32) & 0x3fff) == 0x40);  // bits 32-45: stride byte offset >> 4
+  CHECK((d >> 62) == 1);                // 128B swizzle is 1; 64B 2; 32B 3; none 0
   CHECK((simt::wgmma_descriptor(0, Swizzle::b64, 0, 0) >> 62) == 2);
   CHECK((simt::wgmma_descriptor(0, Swizzle::b32, 0, 0) >> 62) == 3);
   CHECK(((simt::wgmma_descriptor(0, Swizzle::none, 0, 0, 5) >> 49) & 7) == 5);  // bits 49-51: base offset
@@ -141,7 +141,6 @@ TEST_CASE("wgmma: scale-d false ignores C, and K-major descriptors moved along k
   check_d(cpu::wgmma(make_image(c, m, true, true)), with_c, 128, describe(c));
 }
 
-
 TEST_CASE("TMA puts each 16-byte chunk where a wgmma descriptor of the same swizzle reads it back", "[simt]") {
   ControlsGuard guard;
   const Swizzle swizzle = GENERATE(Swizzle::none, Swizzle::b32, Swizzle::b64, Swizzle::b128);
@@ -189,8 +188,7 @@ TEST_CASE("make_tensor_map checks the driver's rules", "[simt]") {
   CHECK(ok.shape.strides[1] == 128);
 }
 
-TEST_CASE("mbarrier phases: arrivals complete a phase, its parity flips, the other parity passes at once",
-          "[simt]") {
+TEST_CASE("mbarrier phases: arrivals complete a phase, its parity flips, the other parity passes at once", "[simt]") {
   ControlsGuard guard;
   for_each_schedule([&] {
     const MbarrierRun run = cpu::mbarrier_phases();
@@ -247,8 +245,9 @@ std::string barrier_misuse(int mode) {
 }  // namespace
 
 TEST_CASE("wgmma without wgmma_fence is reported", "[simt]") {
-  check_mentions(wgmma_misuse(0), {"wgmma_misuse_kernel", "block (0, 0, 0)", "wgmma_m64nNk16_bf16 (tests/simt_hopper_kernels.cuh:",
-                                   "warpgroup 0)", "has not executed wgmma_fence since the kernel began"});
+  check_mentions(wgmma_misuse(0), {"wgmma_misuse_kernel", "block (0, 0, 0)",
+                                   "wgmma_m64nNk16_bf16 (tests/simt_hopper_kernels.cuh:", "warpgroup 0)",
+                                   "has not executed wgmma_fence since the kernel began"});
 }
 
 TEST_CASE("an accumulator written between its wgmma and the wait is reported at the wait", "[simt]") {
@@ -262,16 +261,16 @@ TEST_CASE("a wgmma never waited for is reported when the block finishes", "[simt
 }
 
 TEST_CASE("a wgmma that half the warpgroup skips is reported with each thread's place, not a hang", "[simt]") {
-  check_mentions(wgmma_misuse(3), {"64 of the 128 threads of warpgroup 0 (warps 0-3)",
-                                   "threads 0-63 at wgmma_m64nNk16_bf16 (tests/simt_hopper_kernels.cuh:",
-                                   "threads 64-127 exited"});
+  check_mentions(wgmma_misuse(3),
+                 {"64 of the 128 threads of warpgroup 0 (warps 0-3)",
+                  "threads 0-63 at wgmma_m64nNk16_bf16 (tests/simt_hopper_kernels.cuh:", "threads 64-127 exited"});
 }
 
 TEST_CASE("wgmma descriptors outside dynamic shared memory or misaligned for their swizzle are reported", "[simt]") {
   check_mentions(wgmma_misuse(4), {"gives pointer 0x", "which is not in this block's dynamic shared memory",
                                    "must lie in dynamic shared memory"});
-  check_mentions(wgmma_misuse(5), {"the descriptor of A", "swizzle 128B", "is not aligned for its swizzle",
-                                   "start % 1024 < 128"});
+  check_mentions(wgmma_misuse(5),
+                 {"the descriptor of A", "swizzle 128B", "is not aligned for its swizzle", "start % 1024 < 128"});
   check_mentions(wgmma_misuse(6), {"thread 77 (warp 2, warpgroup 0) gives another descriptor of A"});
 }
 
@@ -285,8 +284,9 @@ TEST_CASE("a wait on a phase that never completes is reported, not a hang", "[si
                                      "still waits for 1 of 2 arrivals and 0 transaction bytes"});
   check_mentions(barrier_misuse(1), {"a wait that can never end", "0 of 1 arrivals and 128 transaction bytes"});
   check_mentions(barrier_misuse(2), {"which mbarrier_init has not initialised"});
-  check_mentions(barrier_misuse(3), {"named_barrier_sync (tests/simt_hopper_kernels.cuh:", "gives named barrier 3 the count",
-                                     "every thread of one use of a barrier must give the same count"});
+  check_mentions(barrier_misuse(3),
+                 {"named_barrier_sync (tests/simt_hopper_kernels.cuh:", "gives named barrier 3 the count",
+                  "every thread of one use of a barrier must give the same count"});
   check_mentions(barrier_misuse(4), {"named barrier 4 has 64 of the 128 threads it waits for"});
 }
 

@@ -101,7 +101,7 @@ struct Warpgroup {
   char collective_token[2] = {};  // TSan: as Warp's
 };
 
-thread_local CudaThread* current = nullptr;  // the CUDA thread running on this host thread
+thread_local CudaThread* current = nullptr;   // the CUDA thread running on this host thread
 thread_local std::uint64_t block_serial = 0;  // counts the blocks this host thread has begun
 
 bool same_site(const std::source_location& a, const std::source_location& b) {
@@ -285,7 +285,7 @@ const std::vector<unsigned>& BlockRunner::order(unsigned round) {
 void BlockRunner::run(const GridLaunch& launch, uint3 block_idx) {
   prepare(launch, block_idx);
   unsigned round = 0;
-  while (live_ > 0 && !failure_) {  // line 2
+  while (live_ > 0 && !failure_) {   // line 2
     if (waiting_ > 0) poll_waits();  // an mbarrier phase or a named barrier may have completed
     if (ready_ == 0) {               // line 3: every unfinished thread waits
       if (auto problem = why_stuck()) {
@@ -649,8 +649,7 @@ void BlockRunner::collective(CudaThread& t, const WarpCollective& op, const std:
   const bool warpgroup = lanes != lanes_per_warp;
   if (threads_ % lanes_per_warp != 0) {
     throw std::invalid_argument(std::string(op.name) + " (" + where(site) + ") in a block of " +
-                                std::to_string(threads_) + " threads: " +
-                                (warpgroup ? "warpgroup" : "warp") +
+                                std::to_string(threads_) + " threads: " + (warpgroup ? "warpgroup" : "warp") +
                                 "-collective instructions "
                                 "need whole warps, so the block size must be a multiple of 32 (on a GPU "
                                 "the missing lanes make the result undefined)");
@@ -694,8 +693,7 @@ void BlockRunner::collective(CudaThread& t, const WarpCollective& op, const std:
     t.state = State::at_collective;  // so that the report shows this lane where it is
     if (warpgroup) {
       fail("the threads of warpgroup " + std::to_string(group_index) +
-           " wait at different warpgroup-collective instructions: " +
-           where_threads_are(first, lanes, "thread") +
+           " wait at different warpgroup-collective instructions: " + where_threads_are(first, lanes, "thread") +
            ". All 128 threads must execute the same one at the same place (on a GPU this is undefined "
            "behaviour)");
     } else {

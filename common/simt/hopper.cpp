@@ -70,11 +70,11 @@ struct PendingAccumulator {
   int count = 0;            // N / 2 of them
   std::uint64_t group = 0;  // the newest wgmma group that writes it
   std::source_location site;
-  std::array<float, 128> values{};  // what d receives at the wait
+  std::array<float, 128> values;  // what d receives at the wait (written before it is read)
 };
 
 struct ThreadState {
-  bool fenced = false;         // wgmma_fence since the start, the last commit or the last wait
+  bool fenced = false;          // wgmma_fence since the start, the last commit or the last wait
   std::uint64_t committed = 0;  // wgmma groups committed
   std::vector<PendingAccumulator> pending;
 };
@@ -123,11 +123,11 @@ std::uint32_t shared_offset(const void* pointer, std::size_t bytes, const char* 
   const auto* p = static_cast<const std::byte*>(pointer);
   if (dynamic_shared_memory == nullptr || p < dynamic_shared_memory ||
       static_cast<std::size_t>(p - dynamic_shared_memory) + bytes > dynamic_shared_size) {
-    throw std::invalid_argument(std::string(instruction) + " (" + where(site) + "): " + who(this_thread()) +
-                                " gives " + operand + " " + hex_address(pointer) + ", which is not " +
+    throw std::invalid_argument(std::string(instruction) + " (" + where(site) + "): " + who(this_thread()) + " gives " +
+                                operand + " " + hex_address(pointer) + ", which is not " +
                                 (bytes == 0 ? std::string("in") : std::to_string(bytes) + " bytes of") +
-                                " this block's dynamic shared memory (" +
-                                hex_address(dynamic_shared_memory) + " + " + std::to_string(dynamic_shared_size) +
+                                " this block's dynamic shared memory (" + hex_address(dynamic_shared_memory) + " + " +
+                                std::to_string(dynamic_shared_size) +
                                 " bytes). On the CPU the operands of wgmma and TMA must lie in dynamic shared "
                                 "memory, whose offsets are the CPU's shared-memory addresses");
   }
@@ -174,15 +174,15 @@ std::uint32_t operand_offset(const WgmmaDescriptorFields& f, Major major, unsign
 
 std::string describe_descriptor(const WgmmaDescriptorFields& f) {
   const char* names[] = {"none", "32B", "64B", "128B"};
-  return "start address " + hex32(f.start_address) + ", leading byte offset " +
-         std::to_string(f.leading_byte_offset) + ", stride byte offset " + std::to_string(f.stride_byte_offset) +
-         ", base offset " + std::to_string(f.base_offset) + ", swizzle " +
-         names[static_cast<unsigned>(f.swizzle)];
+  return "start address " + hex32(f.start_address) + ", leading byte offset " + std::to_string(f.leading_byte_offset) +
+         ", stride byte offset " + std::to_string(f.stride_byte_offset) + ", base offset " +
+         std::to_string(f.base_offset) + ", swizzle " + names[static_cast<unsigned>(f.swizzle)];
 }
 
-// Reads the rows x 16 operand of `desc` into out[mn * 16 + k].
-void read_operand(const char* name, const char* which, std::uint64_t desc, Major major, unsigned rows,
-                  WgmmaInput input, float* out, const std::source_location& site) {
+// Reads the rows x 16 operand of `desc` into out[mn * 16 + k] (A), or out[k * rows + mn] when
+// k_outer (B: the product then runs along contiguous n).
+void read_operand(const char* name, const char* which, std::uint64_t desc, Major major, unsigned rows, WgmmaInput input,
+                  bool k_outer, float* out, const std::source_location& site) {
   const WgmmaDescriptorFields f = decode_wgmma_descriptor(desc);
   const auto fail = [&](const std::string& what) {
     throw std::invalid_argument(std::string(name) + " (" + where(site) + "): the descriptor of " + which + " (" +
@@ -190,8 +190,9 @@ void read_operand(const char* name, const char* which, std::uint64_t desc, Major
   };
   if (f.swizzle != Swizzle::none) {
     if (f.base_offset != 0) {
-      fail("has a base offset; simt emulates swizzled operands whose pattern starts at its repeat boundary "
-           "(base offset 0) only");
+      fail(
+          "has a base offset; simt emulates swizzled operands whose pattern starts at its repeat boundary "
+          "(base offset 0) only");
     }
     const std::uint32_t span = swizzle_span(f.swizzle);
     if ((f.start_address / 128) % (span / 16) != 0) {
@@ -211,7 +212,7 @@ void read_operand(const char* name, const char* which, std::uint64_t desc, Major
       }
       std::uint16_t bits;
       std::memcpy(&bits, dynamic_shared_memory + address, 2);
-      out[mn * 16 + k] = element_to_float(input, bits);
+      out[k_outer ? k * rows + mn : mn * 16 + k] = element_to_float(input, bits);
     }
   }
 }
@@ -241,8 +242,8 @@ void complete_wgmma(void* const* lane_operands) {
     const auto& o = *static_cast<const WgmmaOperands*>(lane_operands[q]);
     const ThreadState& ts = s.threads[o.thread];
     const auto differ = [&](const std::string& what) {
-      throw std::invalid_argument(std::string(name) + " (" + where(site) + "): " + who(o.thread) + " gives " +
-                                  what + " than " + who(first.thread) +
+      throw std::invalid_argument(std::string(name) + " (" + where(site) + "): " + who(o.thread) + " gives " + what +
+                                  " than " + who(first.thread) +
                                   "; every thread of a warpgroup must give the same descriptors and scale-d");
     };
     if (!shape.a_in_registers && o.desc_a != first.desc_a) differ("another descriptor of A");
@@ -250,8 +251,7 @@ void complete_wgmma(void* const* lane_operands) {
     if (o.scale_d != first.scale_d) differ("another scale-d");
     if (!ts.fenced) {
       throw std::invalid_argument(
-          std::string(name) + " (" + where(site) + "): " + who(o.thread) +
-          " has not executed wgmma_fence since " +
+          std::string(name) + " (" + where(site) + "): " + who(o.thread) + " has not executed wgmma_fence since " +
           (ts.committed == 0 ? std::string("the kernel began") : "its last wgmma_commit_group or wgmma_wait_group") +
           ". The PTX ISA asks for wgmma.fence before the first wgmma of a warpgroup and between any write of the "
           "registers a wgmma reads (its accumulators, its A fragment) and that wgmma; simt cannot see register "
@@ -266,7 +266,7 @@ void complete_wgmma(void* const* lane_operands) {
   }
 
   float* A = scratch_a.data();  // A[m * 16 + k]
-  float* B = scratch_b.data();  // B[nn * 16 + k]: the operand as N x 16
+  float* B = scratch_b.data();  // B[k * n + nn]
   float* D = scratch_d.data();  // D[m * n + nn]
   if (shape.a_in_registers) {
     for (unsigned q = 0; q < warpgroup_threads; ++q) {
@@ -281,9 +281,9 @@ void complete_wgmma(void* const* lane_operands) {
       }
     }
   } else {
-    read_operand(name, "A", first.desc_a, shape.major_a, 64, shape.input, A, site);
+    read_operand(name, "A", first.desc_a, shape.major_a, 64, shape.input, false, A, site);
   }
-  read_operand(name, "B", first.desc_b, shape.major_b, n, shape.input, B, site);
+  read_operand(name, "B", first.desc_b, shape.major_b, n, shape.input, true, B, site);
 
   // C: each thread's accumulators as they are now (or as the wgmma in flight on them leaves them).
   for (unsigned q = 0; q < warpgroup_threads; ++q) {
@@ -299,12 +299,24 @@ void complete_wgmma(void* const* lane_operands) {
       D[row * n + col] = !first.scale_d ? 0.0f : in_flight != nullptr ? in_flight->values[i] : o.d[i];
     }
   }
-  // D += A B: a row at a time, k in order, the columns vectorised.
+  // D += A B: a row at a time, k in order, 8 columns at once in two vectors of four floats (a
+  // GCC/Clang vector extension, as mma's emulation does; n is a multiple of 8). Element by element
+  // this is D[m][j] = (...(C[m][j] + A[m][0] B[0][j]) + ...) + A[m][15] B[15][j].
+  using float4 = float __attribute__((vector_size(16)));
   for (unsigned m = 0; m < 64; ++m) {
     float* row = D + m * n;
-    for (unsigned k = 0; k < 16; ++k) {
-      const float a = A[m * 16 + k];
-      for (unsigned nn = 0; nn < n; ++nn) row[nn] += a * B[nn * 16 + k];
+    for (unsigned j = 0; j < n; j += 8) {
+      float4 acc[2];
+      std::memcpy(acc, row + j, sizeof acc);
+#pragma GCC unroll 16
+      for (unsigned k = 0; k < 16; ++k) {
+        float4 b[2];
+        std::memcpy(b, B + k * n + j, sizeof b);
+        const float a = A[m * 16 + k];
+        acc[0] += a * b[0];
+        acc[1] += a * b[1];
+      }
+      std::memcpy(row + j, acc, sizeof acc);
     }
   }
   // Each thread's share waits in its pending accumulator; its registers hold the pending NaN.
@@ -349,8 +361,8 @@ constexpr std::int64_t tx_limit = (std::int64_t{1} << 20) - 1;
 
 std::uint64_t encode(const Mbarrier& m) {
   return std::uint64_t{m.pending} | std::uint64_t{m.expected} << 20 |
-         (static_cast<std::uint64_t>(m.tx) & ((std::uint64_t{1} << 21) - 1)) << 40 |
-         std::uint64_t{m.parity} << 61 | mbarrier_tag;
+         (static_cast<std::uint64_t>(m.tx) & ((std::uint64_t{1} << 21) - 1)) << 40 | std::uint64_t{m.parity} << 61 |
+         mbarrier_tag;
 }
 
 Mbarrier decode(std::uint64_t word) {
@@ -473,8 +485,8 @@ std::string parity_describe(const void* context) {
   const auto& w = *static_cast<const ParityWait*>(context);
   const Mbarrier m = decode(load(w.bar));
   return "the phase of parity " + std::to_string(w.parity) + " of mbarrier " + hex_address(w.bar) +
-         " is the current one, and it still waits for " + std::to_string(m.pending) +
-         " of " + std::to_string(m.expected) + " arrivals and " + std::to_string(m.tx) +
+         " is the current one, and it still waits for " + std::to_string(m.pending) + " of " +
+         std::to_string(m.expected) + " arrivals and " + std::to_string(m.tx) +
          " transaction bytes (a wait on the other parity would pass at once; bytes expected with expect_tx must "
          "all be brought by copies that complete on this mbarrier)";
 }
@@ -551,9 +563,9 @@ void wgmma_wait_group(int n, const std::source_location& site) {
       std::uint32_t bits;
       std::memcpy(&bits, &p.d[r], sizeof bits);
       if (bits != wgmma_pending_bits) {
-        throw std::invalid_argument("wgmma_wait_group<" + std::to_string(n) + "> (" + where(site) + "): " +
-                                    who(this_thread()) + " finds d[" + std::to_string(r) + "] of the wgmma at " +
-                                    where(p.site) + " overwritten (" + hex32(bits) +
+        throw std::invalid_argument("wgmma_wait_group<" + std::to_string(n) + "> (" + where(site) +
+                                    "): " + who(this_thread()) + " finds d[" + std::to_string(r) +
+                                    "] of the wgmma at " + where(p.site) + " overwritten (" + hex32(bits) +
                                     ") before this wait: the accumulators of a wgmma may be read or written only "
                                     "after the wgmma_wait_group that covers its group");
       }
@@ -677,14 +689,13 @@ void cp_async_bulk_tensor_to_shared(void* dst, const TensorMap* map, int rank, c
   const std::uint32_t offset = shared_offset(dst, bytes, name, "shared destination", site);
   const std::uint32_t alignment = map->swizzle == Swizzle::none ? 128u : 8u * swizzle_span(map->swizzle);
   if (offset % alignment != 0) {
-    throw std::invalid_argument(std::string(name) + " (" + where(site) + "): " + who(this_thread()) +
-                                " gives shared destination " + hex32(offset) + ", which is not " +
-                                std::to_string(alignment) + "-byte aligned (" +
-                                (map->swizzle == Swizzle::none
-                                     ? std::string("a TMA destination")
-                                     : "a destination swizzled in spans of " +
-                                           std::to_string(swizzle_span(map->swizzle)) + " bytes") +
-                                " must be)");
+    throw std::invalid_argument(
+        std::string(name) + " (" + where(site) + "): " + who(this_thread()) + " gives shared destination " +
+        hex32(offset) + ", which is not " + std::to_string(alignment) + "-byte aligned (" +
+        (map->swizzle == Swizzle::none
+             ? std::string("a TMA destination")
+             : "a destination swizzled in spans of " + std::to_string(swizzle_span(map->swizzle)) + " bytes") +
+        " must be)");
   }
   (void)read_bar(bar, name, site);
   PendingCopy c;
@@ -704,8 +715,9 @@ std::optional<std::string> block_finished() {
   std::optional<std::string> report;
   if (!s.copies.empty()) {
     const PendingCopy& c = s.copies.front();
-    report = std::to_string(s.copies.size()) + " TMA copies were still in flight when the block finished: " +
-             who(c.thread) + " started one at " + where(c.site) +
+    report = std::to_string(s.copies.size()) +
+             " TMA copies were still in flight when the block finished: " + who(c.thread) + " started one at " +
+             where(c.site) +
              " and no thread waited on its mbarrier afterwards (on a GPU the block's shared memory may be "
              "gone before they land)";
   }

@@ -157,8 +157,7 @@ SIMT_HOST_DEVICE constexpr std::uint64_t descriptor_swizzle_code(Swizzle s) {
 
 SIMT_HOST_DEVICE constexpr std::uint64_t wgmma_descriptor(std::uint32_t shared_address, Swizzle swizzle,
                                                           std::uint32_t leading_byte_offset,
-                                                          std::uint32_t stride_byte_offset,
-                                                          unsigned base_offset = 0) {
+                                                          std::uint32_t stride_byte_offset, unsigned base_offset = 0) {
   const auto encode = [](std::uint32_t x) { return static_cast<std::uint64_t>((x & 0x3FFFFu) >> 4); };
   return encode(shared_address) | encode(leading_byte_offset) << 16 | encode(stride_byte_offset) << 32 |
          static_cast<std::uint64_t>(base_offset & 7u) << 49 | descriptor_swizzle_code(swizzle) << 62;
@@ -175,7 +174,10 @@ struct WgmmaDescriptorFields {
 SIMT_HOST_DEVICE constexpr WgmmaDescriptorFields decode_wgmma_descriptor(std::uint64_t d) {
   const auto field = [d](unsigned shift) { return static_cast<std::uint32_t>((d >> shift) & 0x3FFFu) << 4; };
   const unsigned code = static_cast<unsigned>(d >> 62);
-  const Swizzle swizzle = code == 1 ? Swizzle::b128 : code == 2 ? Swizzle::b64 : code == 3 ? Swizzle::b32 : Swizzle::none;
+  const Swizzle swizzle = code == 1   ? Swizzle::b128
+                          : code == 2 ? Swizzle::b64
+                          : code == 3 ? Swizzle::b32
+                                      : Swizzle::none;
   return {field(0), field(16), field(32), static_cast<unsigned>((d >> 49) & 7u), swizzle};
 }
 

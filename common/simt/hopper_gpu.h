@@ -49,23 +49,23 @@ __device__ __forceinline__ std::uint64_t make_wgmma_descriptor(const void* point
 // ---- wgmma ------------------------------------------------------------------------------------
 
 #if SIMT_HAVE_SM90A
-#define SIMT_WGMMA_DISPATCH(KIND, TYPE)                  \
-  if constexpr (N == 8) {                                \
-    SIMT_WGMMA_##KIND##_N8(TYPE);                        \
-  } else if constexpr (N == 16) {                        \
-    SIMT_WGMMA_##KIND##_N16(TYPE);                       \
-  } else if constexpr (N == 32) {                        \
-    SIMT_WGMMA_##KIND##_N32(TYPE);                       \
-  } else if constexpr (N == 64) {                        \
-    SIMT_WGMMA_##KIND##_N64(TYPE);                       \
-  } else if constexpr (N == 96) {                        \
-    SIMT_WGMMA_##KIND##_N96(TYPE);                       \
-  } else if constexpr (N == 128) {                       \
-    SIMT_WGMMA_##KIND##_N128(TYPE);                      \
-  } else if constexpr (N == 192) {                       \
-    SIMT_WGMMA_##KIND##_N192(TYPE);                      \
-  } else {                                               \
-    SIMT_WGMMA_##KIND##_N256(TYPE);                      \
+#define SIMT_WGMMA_DISPATCH(KIND, TYPE) \
+  if constexpr (N == 8) {               \
+    SIMT_WGMMA_##KIND##_N8(TYPE);       \
+  } else if constexpr (N == 16) {       \
+    SIMT_WGMMA_##KIND##_N16(TYPE);      \
+  } else if constexpr (N == 32) {       \
+    SIMT_WGMMA_##KIND##_N32(TYPE);      \
+  } else if constexpr (N == 64) {       \
+    SIMT_WGMMA_##KIND##_N64(TYPE);      \
+  } else if constexpr (N == 96) {       \
+    SIMT_WGMMA_##KIND##_N96(TYPE);      \
+  } else if constexpr (N == 128) {      \
+    SIMT_WGMMA_##KIND##_N128(TYPE);     \
+  } else if constexpr (N == 192) {      \
+    SIMT_WGMMA_##KIND##_N192(TYPE);     \
+  } else {                              \
+    SIMT_WGMMA_##KIND##_N256(TYPE);     \
   }
 #else
 #define SIMT_WGMMA_DISPATCH(KIND, TYPE) __trap()
@@ -90,8 +90,8 @@ __device__ __forceinline__ void wgmma_m64nNk16_bf16(float (&d)[N / 2], const std
   SIMT_WGMMA_DISPATCH(RS, "bf16");
 }
 template <int N, Major major_b = Major::k>
-__device__ __forceinline__ void wgmma_m64nNk16_f16(float (&d)[N / 2], const std::uint32_t (&a)[4],
-                                                   std::uint64_t desc_b, bool scale_d) {
+__device__ __forceinline__ void wgmma_m64nNk16_f16(float (&d)[N / 2], const std::uint32_t (&a)[4], std::uint64_t desc_b,
+                                                   bool scale_d) {
   static_assert(wgmma_n_supported(N), "wgmma .m64nNk16: N is one of 8, 16, 32, 64, 96, 128, 192, 256 here");
   SIMT_WGMMA_DISPATCH(RS, "f16");
 }
@@ -151,8 +151,7 @@ __device__ __forceinline__ void mbarrier_arrive(std::uint64_t* bar) {
 }
 __device__ __forceinline__ void mbarrier_arrive_expect_tx(std::uint64_t* bar, unsigned bytes) {
 #if SIMT_HAVE_SM90
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(shared_address(bar)),
-               "r"(bytes)
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(shared_address(bar)), "r"(bytes)
                : "memory");
 #else
   __trap();
@@ -160,8 +159,7 @@ __device__ __forceinline__ void mbarrier_arrive_expect_tx(std::uint64_t* bar, un
 }
 __device__ __forceinline__ void mbarrier_expect_tx(std::uint64_t* bar, unsigned bytes) {
 #if SIMT_HAVE_SM90
-  asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;\n" ::"r"(shared_address(bar)),
-               "r"(bytes)
+  asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;\n" ::"r"(shared_address(bar)), "r"(bytes)
                : "memory");
 #else
   __trap();

@@ -63,4 +63,3 @@
 // Hopper's instructions (wgmma, mbarrier, TMA, ...) come with the tensor cores of the generation
 // before them.
 #include "common/simt/hopper.h"
-

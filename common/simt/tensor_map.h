@@ -50,9 +50,9 @@ namespace simt {
 struct TensorMapShape {
   unsigned rank = 0;
   unsigned element_bytes = 0;
-  std::array<std::uint64_t, 5> dims{};        // elements
-  std::array<std::uint64_t, 5> strides{};     // bytes; strides[0] = element_bytes
-  std::array<std::uint32_t, 5> box{};         // elements
+  std::array<std::uint64_t, 5> dims{};     // elements
+  std::array<std::uint64_t, 5> strides{};  // bytes; strides[0] = element_bytes
+  std::array<std::uint32_t, 5> box{};      // elements
   std::array<std::uint32_t, 5> element_strides{1, 1, 1, 1, 1};
 };
 
@@ -85,9 +85,9 @@ inline TensorMapShape check(const void* global, unsigned element_bytes, std::ini
   s.strides[0] = element_bytes;
   i = 1;
   for (std::uint64_t st : strides) {
-    require(st % 16 == 0 && st < (std::uint64_t{1} << 40),
-            "the stride of dimension " + std::to_string(i) + " (" + std::to_string(st) +
-                " bytes) must be a multiple of 16 below 2^40");
+    require(st % 16 == 0 && st < (std::uint64_t{1} << 40), "the stride of dimension " + std::to_string(i) + " (" +
+                                                               std::to_string(st) +
+                                                               " bytes) must be a multiple of 16 below 2^40");
     s.strides[i++] = st;
   }
   i = 0;
@@ -97,13 +97,12 @@ inline TensorMapShape check(const void* global, unsigned element_bytes, std::ini
   }
   i = 0;
   for (std::uint32_t e : element_strides) {
-    require(e >= 1 && e <= 8,
-            "element_strides[" + std::to_string(i) + "] = " + std::to_string(e) + " must be 1 .. 8");
+    require(e >= 1 && e <= 8, "element_strides[" + std::to_string(i) + "] = " + std::to_string(e) + " must be 1 .. 8");
     s.element_strides[i++] = e;
   }
   const std::uint64_t inner = std::uint64_t{s.box[0]} * element_bytes;
-  require(inner % 16 == 0, "the box's inner dimension (" + std::to_string(inner) +
-                               " bytes) must be a multiple of 16 bytes");
+  require(inner % 16 == 0,
+          "the box's inner dimension (" + std::to_string(inner) + " bytes) must be a multiple of 16 bytes");
   if (swizzle_span > 16) {
     require(s.element_strides[0] == 1, "a swizzled box takes every element of its inner dimension");
     require(inner == swizzle_span, "a box swizzled in spans of " + std::to_string(swizzle_span) +
@@ -168,8 +167,8 @@ template <class T>
 TensorMap make_tensor_map(const T* global, std::initializer_list<std::uint64_t> dims,
                           std::initializer_list<std::uint64_t> strides, std::initializer_list<std::uint32_t> box,
                           Swizzle swizzle, std::initializer_list<std::uint32_t> element_strides = {}) {
-  const TensorMapShape s = simt::tensor_map_detail::check(global, simt::tensor_map_detail::element_bytes<T>(), dims, strides,
-                                                          box, element_strides, swizzle_span(swizzle));
+  const TensorMapShape s = simt::tensor_map_detail::check(global, simt::tensor_map_detail::element_bytes<T>(), dims,
+                                                          strides, box, element_strides, swizzle_span(swizzle));
   cuuint64_t g_dims[5], g_strides[4];
   cuuint32_t g_box[5], g_elements[5];
   for (unsigned i = 0; i < s.rank; ++i) {
@@ -184,9 +183,8 @@ TensorMap make_tensor_map(const T* global, std::initializer_list<std::uint64_t> 
                                                              : CU_TENSOR_MAP_SWIZZLE_NONE;
   TensorMap map{};
   const CUresult r = tensor_map_driver::encode_tiled()(
-      &map.raw, tensor_map_driver::data_type<T>(), s.rank, const_cast<T*>(global), g_dims, g_strides, g_box,
-      g_elements, CU_TENSOR_MAP_INTERLEAVE_NONE, mode, CU_TENSOR_MAP_L2_PROMOTION_NONE,
-      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+      &map.raw, tensor_map_driver::data_type<T>(), s.rank, const_cast<T*>(global), g_dims, g_strides, g_box, g_elements,
+      CU_TENSOR_MAP_INTERLEAVE_NONE, mode, CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) {
     throw std::runtime_error("make_tensor_map: cuTensorMapEncodeTiled failed with CUresult " + std::to_string(r));
   }
@@ -236,8 +234,7 @@ template <class T>
 TensorMap make_tensor_map_2d(const T* global, std::uint64_t width, std::uint64_t height,
                              std::uint64_t row_stride_elements, std::uint32_t box_width, std::uint32_t box_height,
                              Swizzle swizzle) {
-  return make_tensor_map(global, {width, height}, {row_stride_elements * sizeof(T)}, {box_width, box_height},
-                         swizzle);
+  return make_tensor_map(global, {width, height}, {row_stride_elements * sizeof(T)}, {box_width, box_height}, swizzle);
 }
 
 }  // namespace gpu or cpu
