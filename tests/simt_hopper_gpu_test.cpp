@@ -4,6 +4,7 @@
 // against the CPU emulation: the same shared-memory image, descriptor and tensor map give the same
 // D on both. What only the CPU can show (a read of an accumulator before its wait, a wait that can
 // never end) is not checked here: on a GPU those are undefined behaviour or a hang.
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -76,4 +77,27 @@ TEST_CASE("on the GPU mbarrier phases, the producer/consumer ring and the ping-p
   for (int stages : {1, 2, 4}) CHECK(gpu::producer_consumer(9, stages) == cpu::producer_consumer(9, stages));
   const auto order = gpu::ping_pong(5);
   for (unsigned i = 0; i < order.size(); ++i) CHECK(order[i] == static_cast<int>(i % 2));
+}
+
+TEST_CASE("on the GPU a TMA load places every element as the swizzle figures and the CPU do", "[simt][gpu]") {
+  SKIP_UNLESS_SM90();
+  const Swizzle swizzle = GENERATE(Swizzle::none, Swizzle::b32, Swizzle::b64, Swizzle::b128);
+  const std::uint32_t inner = swizzle == Swizzle::none ? 8 : simt::swizzle_span(swizzle) / 2;
+  const TmaBox b = make_box(2, {104, 40, 1}, {inner, 16, 1}, {1, 1, 1}, swizzle, {96, 30, 0});
+  CHECK(gpu::tma_load(b) == expected_load(b));
+  const TmaBox b3 = make_box(3, {24, 20, 4}, {8, 8, 2}, {1, 2, 1}, Swizzle::none, {16, 8, 3});
+  CHECK(gpu::tma_load(b3) == cpu::tma_load(b3));
+}
+
+TEST_CASE("on the GPU a TMA store writes the swizzled tile into the tensor, as on the CPU", "[simt][gpu]") {
+  SKIP_UNLESS_SM90();
+  const Swizzle swizzle = GENERATE(Swizzle::none, Swizzle::b128);
+  const std::uint32_t inner = swizzle == Swizzle::none ? 8 : 64;
+  const TmaBox source = make_box(2, {104, 40, 1}, {inner, 16, 1}, {1, 1, 1}, swizzle, {0, 0, 0});
+  TmaBox target = source;
+  std::fill(target.global.begin(), target.global.end(), std::uint16_t{0xffff});
+  target.coordinates[0] = 96;
+  target.coordinates[1] = 30;
+  const auto image = expected_load(source);
+  CHECK(gpu::tma_store(target, image) == cpu::tma_store(target, image));
 }

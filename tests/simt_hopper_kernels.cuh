@@ -115,6 +115,46 @@ __global__ void tma_wgmma_kernel(const __grid_constant__ simt::TensorMap map_a,
   for (int i = 0; i < N / 2; ++i) d_out[t * (N / 2) + i] = d[i];
 }
 
+// One TMA load (rank 2 or 3) into shared memory; then every thread copies shared memory out, as it
+// is (the swizzled image), `bytes` of it.
+__global__ void tma_load_kernel(const __grid_constant__ simt::TensorMap map, unsigned rank, int c0, int c1, int c2,
+                                unsigned bytes, std::uint8_t* __restrict__ out) {
+  SIMT_DYNAMIC_SHARED(std::uint8_t, raw);
+  __shared__ __align__(8) std::uint64_t full;
+  std::uint8_t* smem = aligned_shared(raw);
+  const unsigned t = threadIdx.x;
+  if (t == 0) {
+    simt::mbarrier_init(&full, 1);
+    simt::fence_mbarrier_init();
+    simt::mbarrier_arrive_expect_tx(&full, bytes);
+    if (rank == 2) {
+      simt::cp_async_bulk_tensor_2d_global_to_shared(smem, &map, c0, c1, &full);
+    } else {
+      simt::cp_async_bulk_tensor_3d_global_to_shared(smem, &map, c0, c1, c2, &full);
+    }
+  }
+  __syncthreads();
+  simt::mbarrier_wait_parity(&full, 0);
+  for (unsigned i = t; i < bytes; i += blockDim.x) out[i] = smem[i];
+}
+
+// Shared memory filled with `image` by ordinary stores, then one TMA store of the box at (c0, c1)
+// by thread 0, committed and waited for.
+__global__ void tma_store_kernel(const __grid_constant__ simt::TensorMap map, int c0, int c1,
+                                 const std::uint8_t* __restrict__ image, unsigned bytes) {
+  SIMT_DYNAMIC_SHARED(std::uint8_t, raw);
+  std::uint8_t* smem = aligned_shared(raw);
+  const unsigned t = threadIdx.x;
+  for (unsigned i = t; i < bytes; i += blockDim.x) smem[i] = image[i];
+  simt::fence_proxy_async_shared_cta();  // the stores above, seen by the TMA unit (the async proxy)
+  __syncthreads();
+  if (t == 0) {
+    simt::cp_async_bulk_tensor_2d_shared_to_global(&map, c0, c1, smem);
+    simt::cp_async_bulk_commit_group();
+    simt::cp_async_bulk_wait_group<0>();
+  }
+}
+
 // An mbarrier through two phases. 64 threads: each writes its slot, arrives; all wait on phase 0
 // and read their neighbour's slot; then again for phase 1 with new values. Before anything,
 // try_wait on parity 1 (the phase "before" phase 0) passes at once: passed_at_once[t] = 1.
@@ -320,6 +360,34 @@ std::vector<float> tma_wgmma(const TmaProblem& p) {
   if (p.major_b == Major::k)
     return p.bf16 ? run_tma_wgmma<128, Major::k, true>(p) : run_tma_wgmma<128, Major::k, false>(p);
   return p.bf16 ? run_tma_wgmma<128, Major::mn, true>(p) : run_tma_wgmma<128, Major::mn, false>(p);
+}
+
+simt::TensorMap box_map(const TmaBox& p, const std::uint16_t* global) {
+  if (p.rank == 2) {
+    return simt::make_tensor_map(global, {p.dims[0], p.dims[1]}, {p.dims[0] * 2}, {p.box[0], p.box[1]}, p.swizzle,
+                                 {p.element_strides[0], p.element_strides[1]});
+  }
+  return simt::make_tensor_map(global, {p.dims[0], p.dims[1], p.dims[2]}, {p.dims[0] * 2, p.dims[0] * p.dims[1] * 2},
+                               {p.box[0], p.box[1], p.box[2]}, p.swizzle,
+                               {p.element_strides[0], p.element_strides[1], p.element_strides[2]});
+}
+
+std::vector<std::uint8_t> tma_load(const TmaBox& p) {
+  simt::DeviceBuffer<std::uint16_t> global(p.global);
+  simt::DeviceBuffer<std::uint8_t> out(p.bytes);
+  const simt::TensorMap map = box_map(p, global.data());
+  simt::launch<tma_load_kernel>(dim3(1), dim3(128), p.bytes + 1024, map, p.rank, p.coordinates[0], p.coordinates[1],
+                                p.coordinates[2], p.bytes, out.data());
+  return out.to_host();
+}
+
+std::vector<std::uint16_t> tma_store(const TmaBox& p, const std::vector<std::uint8_t>& image) {
+  simt::DeviceBuffer<std::uint16_t> global(p.global);
+  simt::DeviceBuffer<std::uint8_t> d_image(image);
+  const simt::TensorMap map = box_map(p, global.data());
+  simt::launch<tma_store_kernel>(dim3(1), dim3(128), p.bytes + 1024, map, p.coordinates[0], p.coordinates[1],
+                                 d_image.data(), p.bytes);
+  return global.to_host();
 }
 
 MbarrierRun mbarrier_phases() {

@@ -3,7 +3,10 @@
 // loop that multiplies them.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
+#include <initializer_list>
 #include <random>
 #include <string>
 #include <vector>
@@ -196,6 +199,59 @@ inline WgmmaProblemImage make_image(const LayoutCase& c, const Matrices& m, bool
   }
   p.c = d_registers(m.C, m.n);
   return p;
+}
+
+// Where the byte at dense offset p of a box (dimension 0 fastest) lies in shared memory, from the
+// swizzle figures: a swizzled box's rows are S bytes (its inner dimension fills the span), in atoms
+// of 8 rows, and chunk c of row r moves to figure_chunk(S, r % 8, c).
+inline std::uint32_t box_place(simt::Swizzle s, std::uint32_t p) {
+  if (s == simt::Swizzle::none) return p;
+  const std::uint32_t span = simt::swizzle_span(s), r = p / span, b = p % span;
+  return r * span + figure_chunk(s, r % 8, b / 16) * 16 + b % 16;
+}
+
+// A TMA box over a tensor of distinct values (element i holds i + 1, below 2^16), and the shared
+// memory image the figures say the load writes: element by element, the tensor's value or zero
+// outside it, at box_place of its dense offset.
+inline TmaBox make_box(unsigned rank, std::initializer_list<std::uint64_t> dims,
+                       std::initializer_list<std::uint32_t> box, std::initializer_list<std::uint32_t> element_strides,
+                       simt::Swizzle swizzle, std::initializer_list<int> coordinates) {
+  TmaBox b;
+  b.rank = rank;
+  std::copy(dims.begin(), dims.end(), b.dims);
+  std::copy(box.begin(), box.end(), b.box);
+  std::copy(element_strides.begin(), element_strides.end(), b.element_strides);
+  std::copy(coordinates.begin(), coordinates.end(), b.coordinates);
+  b.swizzle = swizzle;
+  b.global.resize(b.dims[0] * b.dims[1] * b.dims[2]);
+  for (std::size_t i = 0; i < b.global.size(); ++i) b.global[i] = static_cast<std::uint16_t>(i + 1);
+  b.bytes = 2;
+  for (unsigned d = 0; d < 3; ++d) b.bytes *= (b.box[d] + b.element_strides[d] - 1) / b.element_strides[d];
+  return b;
+}
+
+inline std::vector<std::uint8_t> expected_load(const TmaBox& b) {
+  std::vector<std::uint8_t> image(b.bytes, 0);
+  unsigned n[3];
+  for (unsigned d = 0; d < 3; ++d) n[d] = (b.box[d] + b.element_strides[d] - 1) / b.element_strides[d];
+  for (unsigned i2 = 0; i2 < n[2]; ++i2) {
+    for (unsigned i1 = 0; i1 < n[1]; ++i1) {
+      for (unsigned i0 = 0; i0 < n[0]; ++i0) {
+        const long g0 = b.coordinates[0] + static_cast<long>(i0 * b.element_strides[0]);
+        const long g1 = b.coordinates[1] + static_cast<long>(i1 * b.element_strides[1]);
+        const long g2 = b.coordinates[2] + static_cast<long>(i2 * b.element_strides[2]);
+        const bool inside = g0 >= 0 && g1 >= 0 && g2 >= 0 && g0 < static_cast<long>(b.dims[0]) &&
+                            g1 < static_cast<long>(b.dims[1]) && g2 < static_cast<long>(b.dims[2]);
+        const std::uint16_t v = inside
+                                    ? b.global[static_cast<std::size_t>(
+                                          (g2 * static_cast<long>(b.dims[1]) + g1) * static_cast<long>(b.dims[0]) + g0)]
+                                    : 0;
+        const std::uint32_t p = 2 * (i0 + n[0] * (i1 + n[1] * i2));
+        std::memcpy(&image[box_place(b.swizzle, p)], &v, 2);
+      }
+    }
+  }
+  return image;
 }
 
 // A TMA problem and the D its plain loop gives.

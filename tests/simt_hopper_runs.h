@@ -61,6 +61,19 @@ struct TmaProblem {
   unsigned shared_bytes = 0;
 };
 
+// A TMA load of one box, or a store of one: a row-major global tensor of 2-byte elements (rank 2
+// or 3; dims innermost first), the box, its element strides, the swizzle, the coordinates.
+struct TmaBox {
+  unsigned rank = 2;
+  std::uint64_t dims[3] = {1, 1, 1};
+  std::uint32_t box[3] = {1, 1, 1};
+  std::uint32_t element_strides[3] = {1, 1, 1};
+  simt::Swizzle swizzle = simt::Swizzle::none;
+  int coordinates[3] = {0, 0, 0};
+  std::vector<std::uint16_t> global;  // dims[0] * dims[1] * dims[2] elements
+  std::uint32_t bytes = 0;            // of the box in shared memory
+};
+
 struct MbarrierRun {
   std::vector<unsigned> passed_at_once;  // per thread: try_wait on parity 1 passed before any arrival
   std::vector<unsigned> seen;            // [phase][thread]: the neighbour's slot after the phase's wait
@@ -68,16 +81,20 @@ struct MbarrierRun {
 
 }  // namespace simt_hopper_test
 
-#define SIMT_HOPPER_TEST_RUNNERS                                                                     \
-  /* One warpgroup, one wgmma (n: 16, 64, 128 or 256); returns D, n / 2 registers per thread. */     \
-  std::vector<float> wgmma(const simt_hopper_test::WgmmaProblemImage& p);                            \
-  /* TMA boxes into shared memory, then k_steps wgmma on them (n 64 or 128); returns D as above. */  \
-  std::vector<float> tma_wgmma(const simt_hopper_test::TmaProblem& p);                               \
-  /* 64 threads through two mbarrier phases. */                                                      \
-  simt_hopper_test::MbarrierRun mbarrier_phases();                                                   \
-  /* A producer warp and a consumer warpgroup on a ring of `stages` slots; the consumers' totals. */ \
-  std::vector<float> producer_consumer(int items, int stages);                                       \
-  /* Two warpgroups taking `turns` turns each through named barriers; the order of the turns. */     \
+#define SIMT_HOPPER_TEST_RUNNERS                                                                                   \
+  /* One warpgroup, one wgmma (n: 16, 64, 128 or 256); returns D, n / 2 registers per thread. */                   \
+  std::vector<float> wgmma(const simt_hopper_test::WgmmaProblemImage& p);                                          \
+  /* TMA boxes into shared memory, then k_steps wgmma on them (n 64 or 128); returns D as above. */                \
+  std::vector<float> tma_wgmma(const simt_hopper_test::TmaProblem& p);                                             \
+  /* One TMA load of the box: the shared memory it wrote, p.bytes of it. */                                        \
+  std::vector<std::uint8_t> tma_load(const simt_hopper_test::TmaBox& p);                                           \
+  /* One TMA store of the box from shared memory holding `image` (p.bytes); the global tensor after. */            \
+  std::vector<std::uint16_t> tma_store(const simt_hopper_test::TmaBox& p, const std::vector<std::uint8_t>& image); \
+  /* 64 threads through two mbarrier phases. */                                                                    \
+  simt_hopper_test::MbarrierRun mbarrier_phases();                                                                 \
+  /* A producer warp and a consumer warpgroup on a ring of `stages` slots; the consumers' totals. */               \
+  std::vector<float> producer_consumer(int items, int stages);                                                     \
+  /* Two warpgroups taking `turns` turns each through named barriers; the order of the turns. */                   \
   std::vector<int> ping_pong(int turns);
 
 namespace simt_hopper_test::cpu {

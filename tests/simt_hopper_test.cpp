@@ -3,8 +3,10 @@
 // chunk where a wgmma descriptor of the same swizzle reads it back, mbarrier phases and named
 // barriers order a producer and its consumers, under every schedule; and every misuse is reported
 // with the kernel, the block, the warpgroup and the line, never as a hang.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -168,6 +170,63 @@ TEST_CASE("TMA without a swizzle writes the box densely, and zeros outside the t
   const auto D = d_matrix(cpu::tma_wgmma(p), 64);
   for (unsigned j = 0; j < 64; ++j) CHECK(D[56 * 64 + j] == 0.0f);
   CHECK(D == expected);
+}
+
+TEST_CASE("a TMA load places every element where the swizzle figures say, zeros outside the tensor", "[simt]") {
+  ControlsGuard guard;
+  const Swizzle swizzle = GENERATE(Swizzle::none, Swizzle::b32, Swizzle::b64, Swizzle::b128);
+  const int c0 = GENERATE(-8, 40, 96);  // left of the tensor, inside, past its right edge (104 columns)
+  const std::uint32_t inner = swizzle == Swizzle::none ? 8 : simt::swizzle_span(swizzle) / 2;
+  const TmaBox b = make_box(2, {104, 40, 1}, {inner, 16, 1}, {1, 1, 1}, swizzle, {c0, 30, 0});  // rows 40.. outside
+  const auto expected = expected_load(b);
+  for_each_schedule([&] {
+    INFO("swizzle " << simt::swizzle_span(swizzle) << ", box at column " << c0);
+    CHECK(cpu::tma_load(b) == expected);
+  });
+}
+
+TEST_CASE("a 3D TMA load, and element strides that take every other row", "[simt]") {
+  ControlsGuard guard;
+  // 4 planes of 20 x 24: the box of 2 planes x 8 x 8 at (16, 16, 3) has half its rows and its second
+  // plane outside.
+  const TmaBox b3 = make_box(3, {24, 20, 4}, {8, 8, 2}, {1, 1, 1}, Swizzle::none, {16, 16, 3});
+  const auto image3 = cpu::tma_load(b3);
+  CHECK(image3 == expected_load(b3));
+  std::uint16_t first;
+  std::memcpy(&first, image3.data(), 2);
+  CHECK(first == (3 * 20 + 16) * 24 + 16 + 1);  // element (16, 16, 3) of the tensor, which holds index + 1
+  // Element strides {1, 2}: a box of 8 rows takes rows 0, 2, 4, 6 of it: 4 rows land.
+  const TmaBox strided = make_box(2, {64, 32, 1}, {16, 8, 1}, {1, 2, 1}, Swizzle::none, {8, 4, 0});
+  CHECK(strided.bytes == 16 * 4 * 2);
+  CHECK(cpu::tma_load(strided) == expected_load(strided));
+}
+
+TEST_CASE("a TMA store reads the swizzled tile back into the tensor and writes nothing outside it", "[simt]") {
+  ControlsGuard guard;
+  const Swizzle swizzle = GENERATE(Swizzle::none, Swizzle::b64, Swizzle::b128);
+  const std::uint32_t inner = swizzle == Swizzle::none ? 8 : simt::swizzle_span(swizzle) / 2;
+  // The image of a load of the box at (0, 0) of a tensor of distinct values, stored at (96, 30) of a
+  // tensor of 0xffff: the part inside (columns 96..103, rows 30..39) receives the tile, nothing else
+  // changes.
+  const TmaBox source = make_box(2, {104, 40, 1}, {inner, 16, 1}, {1, 1, 1}, swizzle, {0, 0, 0});
+  const auto image = expected_load(source);
+  TmaBox target = source;
+  std::fill(target.global.begin(), target.global.end(), std::uint16_t{0xffff});
+  target.coordinates[0] = 96;
+  target.coordinates[1] = 30;
+  for_each_schedule([&] {
+    const auto after = cpu::tma_store(target, image);
+    unsigned wrong = 0;
+    for (unsigned r = 0; r < 40; ++r) {
+      for (unsigned c = 0; c < 104; ++c) {
+        const bool in_box = r >= 30 && c >= 96 && c < 96 + inner;
+        const std::uint16_t expected = in_box ? source.global[(r - 30) * 104 + (c - 96)] : std::uint16_t{0xffff};
+        wrong += after[r * 104 + c] != expected;
+      }
+    }
+    INFO("swizzle " << simt::swizzle_span(swizzle));
+    CHECK(wrong == 0);
+  });
 }
 
 TEST_CASE("make_tensor_map checks the driver's rules", "[simt]") {

@@ -73,10 +73,21 @@ struct PendingAccumulator {
   std::array<float, 128> values;  // what d receives at the wait (written before it is read)
 };
 
+// A TMA store in flight: the box of `map` at `coordinates` from shared memory at `src`.
+struct PendingStore {
+  std::uint32_t src = 0;  // shared address
+  TensorMap map;
+  std::array<int, 5> coordinates{};
+  std::uint64_t group = 0;  // the bulk group of its thread
+  std::source_location site;
+};
+
 struct ThreadState {
   bool fenced = false;          // wgmma_fence since the start, the last commit or the last wait
   std::uint64_t committed = 0;  // wgmma groups committed
   std::vector<PendingAccumulator> pending;
+  std::uint64_t bulk_committed = 0;  // cp.async.bulk groups committed
+  std::vector<PendingStore> stores;
 };
 
 struct NamedBarrier {
@@ -429,29 +440,50 @@ std::uint32_t box_bytes(const TensorMapShape& s) {
   return bytes;
 }
 
-// The copy lands: the box, element by element, dense with dimension 0 fastest, each element's
-// shared address swizzled; elements outside the tensor are zeros. Then its bytes complete on bar.
-void land_copy(const PendingCopy& c) {
-  const TensorMapShape& s = c.map.shape;
+// Visits the box of `map` at `coordinates` element by element, dense in shared memory with
+// dimension 0 fastest: visit(shared address (swizzled), global byte offset, inside the tensor).
+template <class Visit>
+void for_each_box_element(const TensorMap& map, const std::array<int, 5>& coordinates, std::uint32_t base,
+                          Visit&& visit) {
+  const TensorMapShape& s = map.shape;
   std::array<std::uint32_t, 5> index{};  // the element's position in the box
   const std::uint32_t total = box_bytes(s) / s.element_bytes;
   for (std::uint32_t e = 0; e < total; ++e) {
     bool inside = true;
-    std::uint64_t source = 0;
+    std::uint64_t offset = 0;
     for (unsigned i = 0; i < s.rank; ++i) {
-      const std::int64_t coordinate = std::int64_t{c.coordinates[i]} + std::int64_t{index[i]} * s.element_strides[i];
+      const std::int64_t coordinate = std::int64_t{coordinates[i]} + std::int64_t{index[i]} * s.element_strides[i];
       if (coordinate < 0 || static_cast<std::uint64_t>(coordinate) >= s.dims[i]) inside = false;
-      source += static_cast<std::uint64_t>(coordinate) * s.strides[i];
+      offset += static_cast<std::uint64_t>(coordinate) * s.strides[i];
     }
-    const std::uint32_t address = swizzled_address(c.dst + e * s.element_bytes, c.map.swizzle);
-    if (inside) {
-      std::memcpy(dynamic_shared_memory + address, c.map.global + source, s.element_bytes);
-    } else {
-      std::memset(dynamic_shared_memory + address, 0, s.element_bytes);
-    }
+    visit(swizzled_address(base + e * s.element_bytes, map.swizzle), offset, inside);
     for (unsigned i = 0; i < s.rank && ++index[i] == box_elements(s, i); ++i) index[i] = 0;
   }
+}
+
+// A copy lands: each element of the box goes to its (swizzled) shared address; elements outside
+// the tensor are zeros. Then its bytes complete on its mbarrier.
+void land_copy(const PendingCopy& c) {
+  const std::uint32_t bytes = c.map.shape.element_bytes;
+  for_each_box_element(c.map, c.coordinates, c.dst, [&](std::uint32_t address, std::uint64_t source, bool inside) {
+    if (inside) {
+      std::memcpy(dynamic_shared_memory + address, c.map.global + source, bytes);
+    } else {
+      std::memset(dynamic_shared_memory + address, 0, bytes);
+    }
+  });
   complete_tx(c.bar, c.bytes);
+}
+
+// A store lands: each element of the box inside the tensor is read from its (swizzled) shared
+// address and written to global memory; the others are not written (PTX ISA, "Tensor Copy
+// Restrictions": out-of-bound elements are not stored).
+void land_store(const PendingStore& st) {
+  const std::uint32_t bytes = st.map.shape.element_bytes;
+  auto* global = const_cast<std::byte*>(st.map.global);  // made from the kernel's own pointer
+  for_each_box_element(st.map, st.coordinates, st.src, [&](std::uint32_t address, std::uint64_t target, bool inside) {
+    if (inside) std::memcpy(global + target, dynamic_shared_memory + address, bytes);
+  });
 }
 
 // Lands every copy in flight that completes on bar.
@@ -709,6 +741,58 @@ void cp_async_bulk_tensor_to_shared(void* dst, const TensorMap* map, int rank, c
   state().copies.push_back(c);
 }
 
+void cp_async_bulk_tensor_to_global(const TensorMap* map, int rank, const int* coordinates, const void* src,
+                                    const std::source_location& site) {
+  const char* name = "cp_async_bulk_tensor_2d_shared_to_global";
+  check_in_kernel(name);
+  if (map == nullptr || map->global == nullptr) {
+    throw std::invalid_argument(std::string(name) + " (" + where(site) +
+                                "): the tensor map was not made by simt::make_tensor_map");
+  }
+  if (static_cast<int>(map->shape.rank) != rank) {
+    throw std::invalid_argument(std::string(name) + " (" + where(site) + "): the tensor map has rank " +
+                                std::to_string(map->shape.rank) + ", the copy " + std::to_string(rank));
+  }
+  const std::uint32_t offset = shared_offset(src, box_bytes(map->shape), name, "shared source", site);
+  const std::uint32_t alignment = map->swizzle == Swizzle::none ? 128u : 8u * swizzle_span(map->swizzle);
+  if (offset % alignment != 0) {
+    throw std::invalid_argument(std::string(name) + " (" + where(site) + "): " + who(this_thread()) +
+                                " gives shared source " + hex32(offset) + ", which is not " +
+                                std::to_string(alignment) + "-byte aligned");
+  }
+  ThreadState& ts = state().threads[this_thread()];
+  PendingStore st;
+  st.src = offset;
+  st.map = *map;
+  for (int i = 0; i < rank; ++i) st.coordinates[static_cast<std::size_t>(i)] = coordinates[i];
+  st.group = ts.bulk_committed;
+  st.site = site;
+  ts.stores.push_back(st);
+}
+
+void cp_async_bulk_commit_group(const std::source_location&) {
+  check_in_kernel("cp_async_bulk_commit_group");
+  ++state().threads[this_thread()].bulk_committed;
+}
+
+// PTX ISA, "cp.async.bulk.wait_group": waits until at most n of the newest bulk groups of this
+// thread are pending; with .read, until their reads of the source are done. On the CPU both land
+// the older groups' stores whole.
+void cp_async_bulk_wait_group(int n, const std::source_location&) {
+  check_in_kernel("cp_async_bulk_wait_group");
+  ThreadState& ts = state().threads[this_thread()];
+  const std::uint64_t keep_from = ts.bulk_committed > static_cast<std::uint64_t>(n) ? ts.bulk_committed - n : 0;
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < ts.stores.size(); ++i) {
+    if (ts.stores[i].group < keep_from) {
+      land_store(ts.stores[i]);
+    } else {
+      ts.stores[kept++] = ts.stores[i];
+    }
+  }
+  ts.stores.resize(kept);
+}
+
 std::optional<std::string> block_finished() {
   BlockState& s = block_state;
   if (s.serial != current_block_serial()) return std::nullopt;  // the block used nothing of this file
@@ -720,6 +804,12 @@ std::optional<std::string> block_finished() {
              where(c.site) +
              " and no thread waited on its mbarrier afterwards (on a GPU the block's shared memory may be "
              "gone before they land)";
+  }
+  for (unsigned t = 0; t < s.threads.size() && !report; ++t) {
+    if (s.threads[t].stores.empty()) continue;
+    report = who(t) + " finished the kernel with the TMA store at " + where(s.threads[t].stores.front().site) +
+             " still in flight: no cp_async_bulk_wait_group covered its group (commit it, then wait; on a GPU "
+             "the block's shared memory may be gone before the store has read it)";
   }
   for (unsigned t = 0; t < s.threads.size() && !report; ++t) {
     if (s.threads[t].pending.empty()) continue;

@@ -60,6 +60,10 @@ void check_in_kernel(const char* what);
 
 void cp_async_bulk_tensor_to_shared(void* dst, const TensorMap* map, int rank, const int* coordinates,
                                     std::uint64_t* bar, const std::source_location& site);
+void cp_async_bulk_tensor_to_global(const TensorMap* map, int rank, const int* coordinates, const void* src,
+                                    const std::source_location& site);
+void cp_async_bulk_commit_group(const std::source_location& site);
+void cp_async_bulk_wait_group(int n, const std::source_location& site);
 
 }  // namespace detail
 
@@ -175,6 +179,25 @@ inline void cp_async_bulk_tensor_3d_global_to_shared(void* dst, const TensorMap*
                                                      std::source_location site = std::source_location::current()) {
   const int c[3] = {c0, c1, c2};
   detail::cp_async_bulk_tensor_to_shared(dst, map, 3, c, bar, site);
+}
+
+inline void cp_async_bulk_tensor_2d_shared_to_global(const TensorMap* map, int c0, int c1, const void* src,
+                                                     std::source_location site = std::source_location::current()) {
+  const int c[2] = {c0, c1};
+  detail::cp_async_bulk_tensor_to_global(map, 2, c, src, site);
+}
+inline void cp_async_bulk_commit_group(std::source_location site = std::source_location::current()) {
+  detail::cp_async_bulk_commit_group(site);
+}
+template <int N>
+void cp_async_bulk_wait_group(std::source_location site = std::source_location::current()) {
+  static_assert(N >= 0, "cp.async.bulk.wait_group N: N >= 0");
+  detail::cp_async_bulk_wait_group(N, site);
+}
+template <int N>
+void cp_async_bulk_wait_group_read(std::source_location site = std::source_location::current()) {
+  static_assert(N >= 0, "cp.async.bulk.wait_group.read N: N >= 0");
+  detail::cp_async_bulk_wait_group(N, site);
 }
 
 }  // namespace cpu

@@ -244,6 +244,42 @@ __device__ __forceinline__ void cp_async_bulk_tensor_3d_global_to_shared(void* d
 #endif
 }
 
+__device__ __forceinline__ void cp_async_bulk_tensor_2d_shared_to_global(const TensorMap* map, int c0, int c1,
+                                                                         const void* src) {
+#if SIMT_HAVE_SM90
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n" ::"l"(&map->raw),
+               "r"(c0), "r"(c1), "r"(shared_address(src))
+               : "memory");
+#else
+  __trap();
+#endif
+}
+__device__ __forceinline__ void cp_async_bulk_commit_group() {
+#if SIMT_HAVE_SM90
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+#else
+  __trap();
+#endif
+}
+template <int N>
+__device__ __forceinline__ void cp_async_bulk_wait_group() {
+  static_assert(N >= 0, "cp.async.bulk.wait_group N: N >= 0");
+#if SIMT_HAVE_SM90
+  asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
+#else
+  __trap();
+#endif
+}
+template <int N>
+__device__ __forceinline__ void cp_async_bulk_wait_group_read() {
+  static_assert(N >= 0, "cp.async.bulk.wait_group.read N: N >= 0");
+#if SIMT_HAVE_SM90
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+#else
+  __trap();
+#endif
+}
+
 }  // namespace gpu
 }  // namespace simt
 
