@@ -234,7 +234,38 @@ __global__ void ping_pong_kernel(int turns, int* __restrict__ order) {
   }
 }
 
-// ---- Broken kernels: run on the CPU only, to check the reports ----------------------------------
+// ---- Kernels that break the rules: run on the CPU only, to check what it shows -------------------
+
+// Two wgmma groups in flight at once, as FlashAttention-3 overlaps the next S = Q K^T with this
+// tile's softmax: D = A B into acc0 (group 0) and into acc1 (group 1); early = acc0 before any
+// wait, then wgmma_wait_group<1> (group 0 done): mid0 = acc0, mid1 = acc1 (still in flight); then
+// wgmma_wait_group<0>: final1 = acc1. Reading an accumulator in flight is undefined on a GPU; the
+// CPU shows wgmma_pending_bits there. 64 registers per thread each, for N = 128.
+__global__ void wgmma_groups_kernel(const std::uint32_t* __restrict__ image, unsigned image_words, OperandLayout a,
+                                    OperandLayout b, float* __restrict__ early, float* __restrict__ mid0,
+                                    float* __restrict__ mid1, float* __restrict__ final1) {
+  SIMT_DYNAMIC_SHARED(std::uint8_t, raw);
+  std::uint8_t* smem = aligned_shared(raw);
+  const unsigned t = threadIdx.x;
+  for (unsigned i = t; i < image_words; i += blockDim.x) reinterpret_cast<std::uint32_t*>(smem)[i] = image[i];
+  simt::fence_proxy_async_shared_cta();
+  __syncthreads();
+  const std::uint64_t desc_a = simt::make_wgmma_descriptor(smem + a.offset, a.swizzle, a.lbo, a.sbo);
+  const std::uint64_t desc_b = simt::make_wgmma_descriptor(smem + b.offset, b.swizzle, b.lbo, b.sbo);
+  float acc0[64], acc1[64];
+  simt::wgmma_fence();
+  simt::wgmma_m64nNk16_bf16<128>(acc0, desc_a, desc_b, false);
+  simt::wgmma_commit_group();
+  simt::wgmma_fence();
+  simt::wgmma_m64nNk16_bf16<128>(acc1, desc_a, desc_b, false);
+  simt::wgmma_commit_group();
+  for (int i = 0; i < 64; ++i) early[t * 64 + i] = acc0[i];
+  simt::wgmma_wait_group<1>();
+  for (int i = 0; i < 64; ++i) mid0[t * 64 + i] = acc0[i];
+  for (int i = 0; i < 64; ++i) mid1[t * 64 + i] = acc1[i];
+  simt::wgmma_wait_group<0>();
+  for (int i = 0; i < 64; ++i) final1[t * 64 + i] = acc1[i];
+}
 
 // mode 0: no wgmma_fence; 1: d written between the wgmma and its wait; 2: no wait before the end;
 // 3: threads 64..127 skip the wgmma; 4: the descriptor of A in static __shared__ memory; 5: a

@@ -282,6 +282,30 @@ TEST_CASE("two warpgroups take turns through named barriers (ping-pong)", "[simt
   });
 }
 
+TEST_CASE("two wgmma groups in flight: wait_group<1> completes the older, the newer stays pending", "[simt]") {
+  ControlsGuard guard;
+  const Matrices m = make_matrices(Content::product, 128, 16, 21);
+  const WgmmaProblemImage p = make_image(LayoutCase{Swizzle::b128, Major::k, Major::k}, m, true, false);
+  const auto expected = product(m, false);
+  float pending;
+  std::memcpy(&pending, &simt::wgmma_pending_bits, sizeof pending);
+  const auto is_pending = [&](float x) { return std::memcmp(&x, &pending, sizeof x) == 0; };
+  for_each_schedule([&] {
+    simt::DeviceBuffer<std::uint32_t> image(p.image);
+    simt::DeviceBuffer<float> early(128 * 64), mid0(128 * 64), mid1(128 * 64), final1(128 * 64);
+    simt::launch<cpu::wgmma_groups_kernel>(dim3(1), dim3(128), p.image.size() * 4, image.data(),
+                                           static_cast<unsigned>(p.image.size()), p.a, p.b, early.data(), mid0.data(),
+                                           mid1.data(), final1.data());
+    unsigned early_pending = 0, mid1_pending = 0;
+    for (float x : early.to_host()) early_pending += is_pending(x);
+    for (float x : mid1.to_host()) mid1_pending += is_pending(x);
+    CHECK(early_pending == 128 * 64);  // before any wait, every register of acc0 holds the pending NaN
+    CHECK(mid1_pending == 128 * 64);   // group 1 is still in flight after wait_group<1>
+    CHECK(d_matrix(mid0.to_host(), 128) == expected);
+    CHECK(d_matrix(final1.to_host(), 128) == expected);
+  });
+}
+
 namespace {
 
 std::string wgmma_misuse(int mode, unsigned threads = 128) {

@@ -13,9 +13,16 @@
 // when some thread waits on its mbarrier, and then completes its bytes there. A thread that waits
 // for an mbarrier phase or a named barrier is suspended (block.cpp's wait_until) until it completes.
 //
-// ThreadSanitizer: the mbarrier word is read and written with relaxed atomics, and the release and
-// acquire of an mbarrier phase, a named barrier and a wgmma group are annotated on their own
-// addresses, so that what CUDA orders is ordered for TSan too.
+// ThreadSanitizer sees each CUDA thread (fiber) and the scheduler's host context as threads of their
+// own. Two kinds of annotation keep it to the kernel's races:
+//   - simt's own bookkeeping (BlockState) is touched only inside a Bookkeeping scope, which
+//     acquires and releases one token: the bookkeeping of different CUDA threads is ordered. (This
+//     orders the kernel's accesses on either side of any of these calls too, so TSan can miss a race
+//     around them; simt's race checker, racecheck.h, does not depend on it.)
+//   - what CUDA orders: every arrival on an mbarrier releases it and a wait that returns acquires
+//     it; a TMA copy is released on its mbarrier when it is started and acquired by whoever lands
+//     it, whose landing completes (releases) the phase; named barriers alike. The mbarrier word is
+//     read and written with relaxed atomics.
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -114,6 +121,16 @@ struct BlockState {
 };
 
 thread_local BlockState block_state;
+thread_local char bookkeeping_token = 0;
+thread_local char named_tokens[16] = {};  // TSan: each named barrier's release/acquire address
+
+// The scope of a function that reads or writes BlockState (see the top of the file).
+struct Bookkeeping {
+  Bookkeeping() { SIMT_TSAN_ACQUIRE(&bookkeeping_token); }
+  ~Bookkeeping() { SIMT_TSAN_RELEASE(&bookkeeping_token); }
+  Bookkeeping(const Bookkeeping&) = delete;
+  Bookkeeping& operator=(const Bookkeeping&) = delete;
+};
 
 BlockState& state() {
   BlockState& s = block_state;
@@ -240,6 +257,7 @@ thread_local std::vector<float> scratch_a(64 * 16), scratch_b(256 * 16), scratch
 //     row = 16 w + groupID + 8 ((i / 2) % 2), col = 8 (i / 4) + 2 threadID_in_group + i % 2 for di
 // Sums as in mma's emulation (tensor_core.cpp): each product exact in float32, added with k in order.
 void complete_wgmma(void* const* lane_operands) {
+  const Bookkeeping scope;
   const auto& first = *static_cast<const WgmmaOperands*>(lane_operands[0]);
   const WgmmaShape& shape = *first.shape;
   const char* name = wgmma_name(shape);
@@ -464,6 +482,7 @@ void for_each_box_element(const TensorMap& map, const std::array<int, 5>& coordi
 // A copy lands: each element of the box goes to its (swizzled) shared address; elements outside
 // the tensor are zeros. Then its bytes complete on its mbarrier.
 void land_copy(const PendingCopy& c) {
+  SIMT_TSAN_ACQUIRE(c.bar);  // after whatever the thread that started the copy had done
   const std::uint32_t bytes = c.map.shape.element_bytes;
   for_each_box_element(c.map, c.coordinates, c.dst, [&](std::uint32_t address, std::uint64_t source, bool inside) {
     if (inside) {
@@ -508,12 +527,14 @@ struct ParityWait {
 };
 
 bool parity_done(const void* context) {
+  const Bookkeeping scope;
   const auto& w = *static_cast<const ParityWait*>(context);
   land_copies_for(w.bar);
   return decode(load(w.bar)).parity != w.parity;
 }
 
 std::string parity_describe(const void* context) {
+  const Bookkeeping scope;
   const auto& w = *static_cast<const ParityWait*>(context);
   const Mbarrier m = decode(load(w.bar));
   return "the phase of parity " + std::to_string(w.parity) + " of mbarrier " + hex_address(w.bar) +
@@ -529,11 +550,13 @@ struct NamedWait {
 };
 
 bool named_done(const void* context) {
+  const Bookkeeping scope;
   const auto& w = *static_cast<const NamedWait*>(context);
   return state().named[w.id].generation != w.generation;
 }
 
 std::string named_describe(const void* context) {
+  const Bookkeeping scope;
   const auto& w = *static_cast<const NamedWait*>(context);
   const NamedBarrier& b = state().named[w.id];
   return "named barrier " + std::to_string(w.id) + " has " + std::to_string(b.arrived) + " of the " +
@@ -554,7 +577,10 @@ std::uint32_t shared_address(const void* pointer, const std::source_location& si
 void wgmma(const WgmmaShape& shape, float* d, const std::uint32_t* a, std::uint64_t desc_a, std::uint64_t desc_b,
            bool scale_d, const std::source_location& site) {
   check_in_kernel(wgmma_name(shape));
-  (void)state();
+  {
+    const Bookkeeping scope;  // not across the rendezvous: complete_wgmma takes its own
+    (void)state();
+  }
   WgmmaOperands operands{&shape, d, a, desc_a, desc_b, scale_d, this_thread(), &site};
   WarpCollective op;
   op.name = wgmma_name(shape);
@@ -564,11 +590,13 @@ void wgmma(const WgmmaShape& shape, float* d, const std::uint32_t* a, std::uint6
 }
 
 void wgmma_fence(const std::source_location&) {
+  const Bookkeeping scope;
   check_in_kernel("wgmma_fence");
   state().threads[this_thread()].fenced = true;
 }
 
 void wgmma_commit_group(const std::source_location&) {
+  const Bookkeeping scope;
   check_in_kernel("wgmma_commit_group");
   ThreadState& ts = state().threads[this_thread()];
   ++ts.committed;
@@ -580,6 +608,7 @@ void wgmma_commit_group(const std::source_location&) {
 // wgmma.mma_async instruction without first performing a wgmma.wait_group instruction that waits
 // on a wgmma-group including that wgmma.mma_async instruction is an undefined behavior."
 void wgmma_wait_group(int n, const std::source_location& site) {
+  const Bookkeeping scope;
   check_in_kernel("wgmma_wait_group");
   ThreadState& ts = state().threads[this_thread()];
   const std::uint64_t keep_from = ts.committed > static_cast<std::uint64_t>(n) ? ts.committed - n : 0;
@@ -609,6 +638,7 @@ void wgmma_wait_group(int n, const std::source_location& site) {
 }
 
 void mbarrier_init(std::uint64_t* bar, unsigned count, const std::source_location& site) {
+  const Bookkeeping scope;
   check_in_kernel("mbarrier_init");
   check_bar_address(bar, "mbarrier_init", site);
   if (count < 1 || count > tx_limit) {
@@ -621,8 +651,10 @@ void mbarrier_init(std::uint64_t* bar, unsigned count, const std::source_locatio
 }
 
 void mbarrier_arrive(std::uint64_t* bar, unsigned tx_bytes, bool arrive, const std::source_location& site) {
+  const Bookkeeping scope;
   const char* name = !arrive ? "mbarrier_expect_tx" : tx_bytes > 0 ? "mbarrier_arrive_expect_tx" : "mbarrier_arrive";
   check_in_kernel(name);
+  SIMT_TSAN_RELEASE(bar);  // what this thread did before arriving, for the threads that wait
   Mbarrier m = read_bar(bar, name, site);
   m.tx += tx_bytes;
   if (m.tx > tx_limit) {
@@ -668,22 +700,26 @@ void named_barrier(unsigned id, unsigned count, bool wait, const std::source_loc
                                 " must be a multiple of 32 (whole warps) from 32 to the block's " +
                                 std::to_string(threads));
   }
-  NamedBarrier& b = state().named[id];
-  if (b.expected == 0) {
-    b.expected = count;
-  } else if (b.expected != count) {
-    throw std::invalid_argument(std::string(name) + " (" + where(site) + "): " + who(this_thread()) +
-                                " gives named barrier " + std::to_string(id) + " the count " + std::to_string(count) +
-                                ", but the " + std::to_string(b.arrived) + " threads already there gave " +
-                                std::to_string(b.expected) +
-                                "; every thread of one use of a barrier must give the same count");
-  }
-  SIMT_TSAN_RELEASE(&b);
-  const NamedWait w{id, b.generation};
-  if (++b.arrived == b.expected) {
-    b.arrived = 0;
-    b.expected = 0;
-    ++b.generation;
+  NamedWait w{id, 0};
+  {
+    const Bookkeeping scope;  // closed before the wait: named_done takes its own
+    NamedBarrier& b = state().named[id];
+    if (b.expected == 0) {
+      b.expected = count;
+    } else if (b.expected != count) {
+      throw std::invalid_argument(std::string(name) + " (" + where(site) + "): " + who(this_thread()) +
+                                  " gives named barrier " + std::to_string(id) + " the count " + std::to_string(count) +
+                                  ", but the " + std::to_string(b.arrived) + " threads already there gave " +
+                                  std::to_string(b.expected) +
+                                  "; every thread of one use of a barrier must give the same count");
+    }
+    SIMT_TSAN_RELEASE(&named_tokens[id]);
+    w.generation = b.generation;
+    if (++b.arrived == b.expected) {
+      b.arrived = 0;
+      b.expected = 0;
+      ++b.generation;
+    }
   }
   if (!wait) return;
   BlockingWait condition;
@@ -692,7 +728,7 @@ void named_barrier(unsigned id, unsigned count, bool wait, const std::source_loc
   condition.describe = &named_describe;
   condition.context = &w;
   wait_until(condition, site);
-  SIMT_TSAN_ACQUIRE(&state().named[id]);
+  SIMT_TSAN_ACQUIRE(&named_tokens[id]);
 }
 
 void setmaxnreg(bool increase, int, const std::source_location& site) {
@@ -705,6 +741,7 @@ void setmaxnreg(bool increase, int, const std::source_location& site) {
 
 void cp_async_bulk_tensor_to_shared(void* dst, const TensorMap* map, int rank, const int* coordinates,
                                     std::uint64_t* bar, const std::source_location& site) {
+  const Bookkeeping scope;
   const char* name =
       rank == 2 ? "cp_async_bulk_tensor_2d_global_to_shared" : "cp_async_bulk_tensor_3d_global_to_shared";
   check_in_kernel(name);
@@ -739,10 +776,12 @@ void cp_async_bulk_tensor_to_shared(void* dst, const TensorMap* map, int rank, c
   c.thread = this_thread();
   c.site = site;
   state().copies.push_back(c);
+  SIMT_TSAN_RELEASE(bar);  // for whoever lands the copy
 }
 
 void cp_async_bulk_tensor_to_global(const TensorMap* map, int rank, const int* coordinates, const void* src,
                                     const std::source_location& site) {
+  const Bookkeeping scope;
   const char* name = "cp_async_bulk_tensor_2d_shared_to_global";
   check_in_kernel(name);
   if (map == nullptr || map->global == nullptr) {
@@ -771,6 +810,7 @@ void cp_async_bulk_tensor_to_global(const TensorMap* map, int rank, const int* c
 }
 
 void cp_async_bulk_commit_group(const std::source_location&) {
+  const Bookkeeping scope;
   check_in_kernel("cp_async_bulk_commit_group");
   ++state().threads[this_thread()].bulk_committed;
 }
@@ -779,6 +819,7 @@ void cp_async_bulk_commit_group(const std::source_location&) {
 // thread are pending; with .read, until their reads of the source are done. On the CPU both land
 // the older groups' stores whole.
 void cp_async_bulk_wait_group(int n, const std::source_location&) {
+  const Bookkeeping scope;
   check_in_kernel("cp_async_bulk_wait_group");
   ThreadState& ts = state().threads[this_thread()];
   const std::uint64_t keep_from = ts.bulk_committed > static_cast<std::uint64_t>(n) ? ts.bulk_committed - n : 0;
@@ -794,6 +835,7 @@ void cp_async_bulk_wait_group(int n, const std::source_location&) {
 }
 
 std::optional<std::string> block_finished() {
+  const Bookkeeping scope;
   BlockState& s = block_state;
   if (s.serial != current_block_serial()) return std::nullopt;  // the block used nothing of this file
   std::optional<std::string> report;
