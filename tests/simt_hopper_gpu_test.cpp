@@ -101,3 +101,16 @@ TEST_CASE("on the GPU a TMA store writes the swizzled tile into the tensor, as o
   const auto image = expected_load(source);
   CHECK(gpu::tma_store(target, image) == cpu::tma_store(target, image));
 }
+
+TEST_CASE("on the GPU chapter 10's pipeline without the softmax gives what the CPU gives", "[simt][gpu]") {
+  SKIP_UNLESS_SM90();
+  std::vector<std::uint16_t> q(64 * 64), k(64 * 64 * 3), v(64 * 64 * 3);
+  std::uint32_t x = 12345;  // small integers -2 .. 2, as the CPU test draws them
+  for (auto* m : {&q, &k, &v}) {
+    for (auto& e : *m) {
+      x = x * 1664525u + 1013904223u;
+      e = bits_of(static_cast<float>(static_cast<int>((x >> 16) % 5) - 2), true);
+    }
+  }
+  for (int stages : {1, 2}) CHECK(gpu::gemm_pipeline(q, k, v, 3, stages) == cpu::gemm_pipeline(q, k, v, 3, stages));
+}

@@ -234,6 +234,85 @@ __global__ void ping_pong_kernel(int turns, int* __restrict__ order) {
   }
 }
 
+// The shape of chapter 10's kernel, without the softmax: O = (Q K^T) V for 64 queries and
+// `tiles` tiles of 64 keys, head dim 64, bf16. Warpgroup 0 is the producer: its thread 0 loads Q
+// once and each K_j, V_j by TMA (128B swizzle) into a ring of `stages` stages, each with a "full"
+// and an "empty" mbarrier. Warpgroup 1 consumes: S = Q K_j^T by wgmma from shared memory (4 k-steps
+// of 16 along the head dim, the descriptors moved 32 bytes each), S packed to bf16 in registers as
+// the A operand of O += S V_j (4 k-steps along the keys; V_j N-major), then releases the stage.
+// out: O as the consumers' registers (32 per thread, thread-major).
+__global__ void __launch_bounds__(256, 1)
+    gemm_pipeline_kernel(const __grid_constant__ simt::TensorMap map_q, const __grid_constant__ simt::TensorMap map_k,
+                         const __grid_constant__ simt::TensorMap map_v, int tiles, int stages,
+                         float* __restrict__ out) {
+  constexpr unsigned tile_bytes = 64 * 64 * 2;  // 8 KiB: 64 rows of 128 bytes
+  SIMT_DYNAMIC_SHARED(std::uint8_t, raw);
+  __shared__ __align__(8) std::uint64_t q_full;
+  __shared__ __align__(8) std::uint64_t full[2];
+  __shared__ __align__(8) std::uint64_t empty[2];
+  std::uint8_t* smem = aligned_shared(raw);
+  std::uint8_t* q = smem;
+  const auto k_tile = [&](int s) { return smem + tile_bytes * (1 + 2 * s); };
+  const auto v_tile = [&](int s) { return smem + tile_bytes * (2 + 2 * s); };
+  const unsigned t = threadIdx.x;
+  if (t == 0) {
+    simt::mbarrier_init(&q_full, 1);
+    for (int s = 0; s < stages; ++s) {
+      simt::mbarrier_init(&full[s], 1);
+      simt::mbarrier_init(&empty[s], 128);
+    }
+    simt::fence_mbarrier_init();
+  }
+  __syncthreads();
+  if (t < 128) {  // the producer warpgroup
+    simt::setmaxnreg_dec<40>();
+    if (t == 0) {
+      simt::mbarrier_arrive_expect_tx(&q_full, tile_bytes);
+      simt::cp_async_bulk_tensor_2d_global_to_shared(q, &map_q, 0, 0, &q_full);
+      for (int j = 0; j < tiles; ++j) {
+        const int s = j % stages;
+        simt::mbarrier_wait_parity(&empty[s], ((j / stages) & 1) ^ 1);  // the first round passes at once
+        simt::mbarrier_arrive_expect_tx(&full[s], 2 * tile_bytes);
+        simt::cp_async_bulk_tensor_2d_global_to_shared(k_tile(s), &map_k, 0, 64 * j, &full[s]);
+        simt::cp_async_bulk_tensor_2d_global_to_shared(v_tile(s), &map_v, 0, 64 * j, &full[s]);
+      }
+    }
+    return;
+  }
+  simt::setmaxnreg_inc<232>();  // the consumer warpgroup
+  float o[32];
+  for (int i = 0; i < 32; ++i) o[i] = 0.0f;
+  simt::mbarrier_wait_parity(&q_full, 0);
+  for (int j = 0; j < tiles; ++j) {
+    const int s = j % stages;
+    simt::mbarrier_wait_parity(&full[s], (j / stages) & 1);
+    float S[32];
+    simt::wgmma_fence();
+    for (int k = 0; k < 4; ++k) {  // S = Q K_j^T: both K-major, 16 of the head dim per step
+      const std::uint64_t a = simt::make_wgmma_descriptor(q + 32 * k, simt::Swizzle::b128, 16, 1024);
+      const std::uint64_t b = simt::make_wgmma_descriptor(k_tile(s) + 32 * k, simt::Swizzle::b128, 16, 1024);
+      simt::wgmma_m64nNk16_bf16<64>(S, a, b, k > 0);
+    }
+    simt::wgmma_commit_group();
+    simt::wgmma_wait_group<0>();
+    simt::wgmma_fence_operand(S);
+    simt::wgmma_fence_operand(o);
+    simt::wgmma_fence();
+    for (int c = 0; c < 4; ++c) {  // O += S V_j: S from registers, 16 keys per step; V_j N-major
+      const std::uint32_t a[4] = {
+          simt::pack_bf16x2(S[8 * c], S[8 * c + 1]), simt::pack_bf16x2(S[8 * c + 2], S[8 * c + 3]),
+          simt::pack_bf16x2(S[8 * c + 4], S[8 * c + 5]), simt::pack_bf16x2(S[8 * c + 6], S[8 * c + 7])};
+      const std::uint64_t b = simt::make_wgmma_descriptor(v_tile(s) + 2048 * c, simt::Swizzle::b128, 8192, 1024);
+      simt::wgmma_m64nNk16_bf16<64, simt::Major::mn>(o, a, b, true);
+    }
+    simt::wgmma_commit_group();
+    simt::wgmma_wait_group<0>();
+    simt::wgmma_fence_operand(o);
+    simt::mbarrier_arrive(&empty[s]);  // this thread is done with stage s
+  }
+  for (int i = 0; i < 32; ++i) out[(t - 128) * 32 + i] = o[i];
+}
+
 // ---- Kernels that break the rules: run on the CPU only, to check what it shows -------------------
 
 // Two wgmma groups in flight at once, as FlashAttention-3 overlaps the next S = Q K^T with this
@@ -419,6 +498,20 @@ std::vector<std::uint16_t> tma_store(const TmaBox& p, const std::vector<std::uin
   simt::launch<tma_store_kernel>(dim3(1), dim3(128), p.bytes + 1024, map, p.coordinates[0], p.coordinates[1],
                                  d_image.data(), p.bytes);
   return global.to_host();
+}
+
+std::vector<float> gemm_pipeline(const std::vector<std::uint16_t>& q, const std::vector<std::uint16_t>& k,
+                                 const std::vector<std::uint16_t>& v, int tiles, int stages) {
+  simt::DeviceBuffer<std::uint16_t> d_q(q), d_k(k), d_v(v);
+  simt::DeviceBuffer<float> out(128 * 32);
+  const auto keys = static_cast<std::uint64_t>(64 * tiles);
+  const simt::TensorMap map_q = simt::make_tensor_map_2d(d_q.data(), 64, 64, 64, 64, 64, simt::Swizzle::b128);
+  const simt::TensorMap map_k = simt::make_tensor_map_2d(d_k.data(), 64, keys, 64, 64, 64, simt::Swizzle::b128);
+  const simt::TensorMap map_v = simt::make_tensor_map_2d(d_v.data(), 64, keys, 64, 64, 64, simt::Swizzle::b128);
+  const std::size_t bytes = 5 * 8192 + 1024;
+  simt::set_max_dynamic_shared_bytes<gemm_pipeline_kernel>(bytes);
+  simt::launch<gemm_pipeline_kernel>(dim3(1), dim3(256), bytes, map_q, map_k, map_v, tiles, stages, out.data());
+  return out.to_host();
 }
 
 MbarrierRun mbarrier_phases() {

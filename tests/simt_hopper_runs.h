@@ -90,6 +90,10 @@ struct MbarrierRun {
   std::vector<std::uint8_t> tma_load(const simt_hopper_test::TmaBox& p);                                           \
   /* One TMA store of the box from shared memory holding `image` (p.bytes); the global tensor after. */            \
   std::vector<std::uint16_t> tma_store(const simt_hopper_test::TmaBox& p, const std::vector<std::uint8_t>& image); \
+  /* O = (Q K^T) V through a TMA ring and two wgmma per tile (Q 64 x 64, K and V 64 tiles x 64, bf16 bits,         \
+     row-major); O as the consumer warpgroup's registers, 32 per thread. */                                        \
+  std::vector<float> gemm_pipeline(const std::vector<std::uint16_t>& q, const std::vector<std::uint16_t>& k,       \
+                                   const std::vector<std::uint16_t>& v, int tiles, int stages);                    \
   /* 64 threads through two mbarrier phases. */                                                                    \
   simt_hopper_test::MbarrierRun mbarrier_phases();                                                                 \
   /* A producer warp and a consumer warpgroup on a ring of `stages` slots; the consumers' totals. */               \

@@ -247,6 +247,39 @@ TEST_CASE("make_tensor_map checks the driver's rules", "[simt]") {
   CHECK(ok.shape.strides[1] == 128);
 }
 
+TEST_CASE("chapter 10's pipeline without the softmax: O = (Q K^T) V through a TMA ring and two wgmma per tile",
+          "[simt]") {
+  ControlsGuard guard;
+  const int stages = GENERATE(1, 2);
+  const int tiles = 3;
+  std::mt19937 rng(17);
+  std::uniform_int_distribution<int> small(-2, 2);
+  const auto draw = [&](std::size_t count, std::vector<float>& values) {
+    std::vector<std::uint16_t> bits(count);
+    values.resize(count);
+    for (std::size_t i = 0; i < count; ++i) {
+      values[i] = static_cast<float>(small(rng));
+      bits[i] = bits_of(values[i], true);
+    }
+    return bits;
+  };
+  std::vector<float> q, k, v;
+  const auto q_bits = draw(64 * 64, q), k_bits = draw(64 * 64 * tiles, k), v_bits = draw(64 * 64 * tiles, v);
+  // The plain loops. S: |S| <= 64 * 4 = 256, an integer, exact in bf16; O: integers below 2^24.
+  std::vector<float> O(64 * 64, 0.0f);
+  for (int i = 0; i < 64; ++i) {
+    for (int key = 0; key < 64 * tiles; ++key) {
+      float S = 0.0f;
+      for (int c = 0; c < 64; ++c) S += q[i * 64 + c] * k[key * 64 + c];
+      for (int c = 0; c < 64; ++c) O[i * 64 + c] += S * v[key * 64 + c];
+    }
+  }
+  for_each_schedule([&] {
+    INFO("stages " << stages);
+    CHECK(d_matrix(cpu::gemm_pipeline(q_bits, k_bits, v_bits, tiles, stages), 64) == O);  // exact, see above
+  });
+}
+
 TEST_CASE("mbarrier phases: arrivals complete a phase, its parity flips, the other parity passes at once", "[simt]") {
   ControlsGuard guard;
   for_each_schedule([&] {

@@ -19,8 +19,9 @@
 //   backends, before the GPU's driver sees the parameters).
 //
 // GPU: TensorMap holds a CUtensorMap (128 bytes, 64-byte aligned) made by the driver's
-// cuTensorMapEncodeTiled, found with cudaGetDriverEntryPointByVersion, so that nothing links
-// libcuda directly. CPU: simt's own struct with the same fields, read by the emulated copy.
+// cuTensorMapEncodeTiled, found with cudaGetDriverEntryPointByVersion (cudaGetDriverEntryPoint
+// before CUDA 12.5), so that nothing links libcuda directly; built with CUDA 11, make_tensor_map
+// throws. CPU: simt's own struct with the same fields, read by the emulated copy.
 // Source: CUDA Driver API, "Tensor Map Object Management", cuTensorMapEncodeTiled (the
 // requirements on each parameter); CUDA C++ Programming Guide, "Tensor Memory Access"; PTX ISA,
 // "Tensor Copy Restrictions" (cp.async.bulk.tensor).
@@ -122,7 +123,7 @@ constexpr unsigned element_bytes() {
 
 }  // namespace simt
 
-#if defined(__CUDACC__)
+#if defined(__CUDACC__) && CUDART_VERSION >= 12000
 
 namespace simt {
 inline namespace gpu {
@@ -151,8 +152,12 @@ inline EncodeTiled encode_tiled() {
   static const EncodeTiled function = [] {
     void* f = nullptr;
     cudaDriverEntryPointQueryResult found{};
+#if CUDART_VERSION >= 12050
     // 12000: the version of the function's signature (CUDA 12.0, where it first appeared).
     SIMT_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &found));
+#else
+    SIMT_CUDA_CHECK(cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &f, cudaEnableDefault, &found));
+#endif
     if (found != cudaDriverEntryPointSuccess || f == nullptr) {
       throw std::runtime_error("make_tensor_map: the CUDA driver has no cuTensorMapEncodeTiled (it needs CUDA 12.0+)");
     }
@@ -189,6 +194,24 @@ TensorMap make_tensor_map(const T* global, std::initializer_list<std::uint64_t> 
     throw std::runtime_error("make_tensor_map: cuTensorMapEncodeTiled failed with CUresult " + std::to_string(r));
   }
   return map;
+}
+
+}  // namespace gpu
+}  // namespace simt
+
+#elif defined(__CUDACC__)  // CUDA 11: no tensor maps; the types exist so that the headers compile
+
+namespace simt {
+inline namespace gpu {
+
+struct alignas(64) TensorMap {
+  unsigned char raw[128];
+};
+
+template <class T>
+TensorMap make_tensor_map(const T*, std::initializer_list<std::uint64_t>, std::initializer_list<std::uint64_t>,
+                          std::initializer_list<std::uint32_t>, Swizzle, std::initializer_list<std::uint32_t> = {}) {
+  throw std::runtime_error("make_tensor_map: tensor maps need CUDA 12.0 or newer (this build's runtime is older)");
 }
 
 }  // namespace gpu
