@@ -463,17 +463,39 @@ std::optional<std::string> BlockRunner::why_stuck() const {
            "undefined behaviour: a hang or wrong results)";
   }
   // A wait that nothing can end any more: an mbarrier phase or a named barrier that cannot complete.
+  // Each distinct wait once (where, and why it cannot end), with the threads that wait there.
   if (waiting_ > 0) {
+    struct Group {
+      std::string place, why;
+      unsigned first = 0, last = 0, count = 0;
+    };
+    std::vector<Group> groups;
     for (unsigned i = 0; i < threads_; ++i) {
       const CudaThread& t = *pool_[i];
       if (t.state != State::at_wait) continue;
-      std::string report = "a wait that can never end: thread " + rules::str3(t.idx) + " (warp " +
-                           std::to_string(i / lanes_per_warp) + ") waits at " + t.blocking->name + " (" +
-                           where(t.site) + "): " + t.blocking->describe(t.blocking->context) +
-                           "; no thread of the block can run any more (";
-      report += where_threads_are(0, threads_, "thread");
-      return report + "). On a GPU this kernel hangs";
+      std::string place = std::string(t.blocking->name) + " (" + where(t.site) + ")";
+      std::string why = t.blocking->describe(t.blocking->context);
+      auto g =
+          std::find_if(groups.begin(), groups.end(), [&](const Group& x) { return x.place == place && x.why == why; });
+      if (g == groups.end()) {
+        groups.push_back({std::move(place), std::move(why), i, i, 1});
+      } else {
+        g->last = i;
+        ++g->count;
+      }
     }
+    std::string report = "a wait that can never end: ";
+    for (std::size_t k = 0; k < groups.size(); ++k) {
+      const Group& g = groups[k];
+      const std::string who =
+          g.count == 1 ? "thread " + std::to_string(g.first) + " waits"
+          : g.last - g.first + 1 == g.count
+              ? "threads " + std::to_string(g.first) + "-" + std::to_string(g.last) + " wait"
+              : std::to_string(g.count) + " threads (the first " + std::to_string(g.first) + ") wait";
+      report += (k > 0 ? "; " : "") + who + " at " + g.place + ": " + g.why;
+    }
+    return report + ". No thread of the block can run any more (" + where_threads_are(0, threads_, "thread") +
+           "). On a GPU this kernel hangs";
   }
   // A warp-collective instruction that not all 32 lanes of the warp reach.
   for (unsigned w = 0; w < warps_.size(); ++w) {
