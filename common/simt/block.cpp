@@ -28,6 +28,7 @@
 #include <cstring>
 #include <exception>
 #include <memory>
+#include <new>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -58,7 +59,7 @@ constexpr unsigned full_mask = 0xffffffffu;
 // Thrown into the CUDA threads of a failed block to unwind their stacks; caught in thread_body.
 struct Cancelled {};
 
-enum class State { ready, running, at_barrier, at_shuffle, at_collective, finished };
+enum class State { ready, running, at_barrier, at_shuffle, at_collective, at_wait, finished };
 
 class BlockRunner;
 
@@ -77,7 +78,9 @@ struct CudaThread {
   std::uint64_t shuffle_value = 0;             // this lane's value
   unsigned shuffle_source = 0;                 // the lane it reads
   std::uint64_t shuffle_result = 0;            // what it reads
-  const WarpCollective* collective = nullptr;  // the warp-collective instruction it waits at
+  const WarpCollective* collective = nullptr;  // the warp- or warpgroup-collective instruction it waits at
+  unsigned collective_lanes = 0;               // 32 (a warp's) or 128 (a warpgroup's)
+  const BlockingWait* blocking = nullptr;      // the condition it waits for (at_wait: mbarrier, named barrier)
   AsyncCopies async;                           // its cp.async copies in flight (tensor_core.cpp)
   std::exception_ptr error;                    // thrown by the kernel
 };
@@ -91,7 +94,15 @@ struct Warp {
   char collective_token[2] = {};  // TSan: the collectives' release/acquire addresses, by parity
 };
 
-thread_local CudaThread* current = nullptr;  // the CUDA thread running on this host thread
+// The 4 warps 4i .. 4i + 3 of a block: wgmma and the other warpgroup-collective instructions.
+struct Warpgroup {
+  unsigned at_collective = 0;     // threads waiting at a warpgroup-collective instruction
+  unsigned collectives = 0;       // completed; its parity picks the token
+  char collective_token[2] = {};  // TSan: as Warp's
+};
+
+thread_local CudaThread* current = nullptr;   // the CUDA thread running on this host thread
+thread_local std::uint64_t block_serial = 0;  // counts the blocks this host thread has begun
 
 bool same_site(const std::source_location& a, const std::source_location& b) {
   return a.line() == b.line() && a.column() == b.column() &&
@@ -129,7 +140,8 @@ class BlockRunner {
   void barrier(CudaThread& t, const std::source_location& site);
   std::uint64_t shuffle(CudaThread& t, ShuffleMode mode, std::uint64_t bits, unsigned source,
                         const std::source_location& site);
-  void collective(CudaThread& t, const WarpCollective& op, const std::source_location& site);
+  void collective(CudaThread& t, const WarpCollective& op, const std::source_location& site, unsigned lanes);
+  void wait_until(CudaThread& t, const BlockingWait& condition, const std::source_location& site);
   const GridLaunch& launch() const { return *launch_; }
   char* block_done_token() { return &block_done_; }
   char* host_token() { return &host_token_; }
@@ -145,6 +157,8 @@ class BlockRunner {
   void complete_shuffle(unsigned warp);
   std::optional<std::string> why_stuck() const;
   std::string where_lanes_are(unsigned warp) const;
+  std::string where_threads_are(unsigned first, unsigned count, const char* noun) const;
+  void poll_waits();
   void release_barrier();
   void cancel_started_threads();
   void fail(std::string what);
@@ -152,6 +166,8 @@ class BlockRunner {
 
   std::vector<std::unique_ptr<CudaThread>> pool_;  // grows to the largest block seen; reused
   std::vector<Warp> warps_;
+  std::vector<Warpgroup> warpgroups_;
+  unsigned waiting_ = 0;  // threads at_wait (a BlockingWait)
   std::vector<unsigned> order_;
   unsigned position_ = 0;          // this round's position in order_: the thread running now
   CudaThread* running_ = nullptr;  // the thread to account for when the host's resume returns
@@ -166,7 +182,12 @@ class BlockRunner {
   unsigned at_other_barrier_ = 0;      // of those, how many wait at another one than the first
   std::source_location barrier_site_;  // where the first of them waits
   std::optional<std::string> failure_;
-  std::unique_ptr<std::byte[]> shared_;  // dynamic shared memory, exactly the launch's size
+  // Dynamic shared memory, exactly the launch's size, at an address that is a multiple of 256 KiB:
+  // its low 18 bits are then the offset in it, the CPU's shared-memory address (hopper.h).
+  struct AlignedDelete {
+    void operator()(std::byte* p) const { ::operator delete[](p, std::align_val_t{shared_window_bytes}); }
+  };
+  std::unique_ptr<std::byte[], AlignedDelete> shared_;
   std::size_t shared_bytes_ = 0;
   bool shared_allocated_ = false;
   char barrier_token_[2] = {};  // TSan: the barrier's release/acquire addresses, by parity
@@ -200,7 +221,7 @@ void BlockRunner::prepare(const GridLaunch& launch, uint3 block_idx) {
   // with 0xff bytes: NaN as a float or a double, -1 as an int. A read before the block has written
   // it shows up in the results.
   if (!shared_allocated_ || shared_bytes_ != launch.dynamic_shared_bytes) {
-    shared_.reset(new std::byte[launch.dynamic_shared_bytes]);
+    shared_.reset(new (std::align_val_t{shared_window_bytes}) std::byte[launch.dynamic_shared_bytes]);
     shared_bytes_ = launch.dynamic_shared_bytes;
     shared_allocated_ = true;
   }
@@ -222,9 +243,13 @@ void BlockRunner::prepare(const GridLaunch& launch, uint3 block_idx) {
     t.cancel = false;
     t.barriers = 0;
     t.async = {};
+    t.blocking = nullptr;
     t.error = nullptr;
   }
   warps_.assign((threads_ + lanes_per_warp - 1) / lanes_per_warp, Warp{});
+  warpgroups_.assign((warps_.size() + 3) / 4, Warpgroup{});
+  waiting_ = 0;
+  ++block_serial;
   for (unsigned w = 0; w < warps_.size(); ++w) {
     const unsigned size = std::min(lanes_per_warp, threads_ - w * lanes_per_warp);
     warps_[w] = {size, size, 0};
@@ -260,8 +285,9 @@ const std::vector<unsigned>& BlockRunner::order(unsigned round) {
 void BlockRunner::run(const GridLaunch& launch, uint3 block_idx) {
   prepare(launch, block_idx);
   unsigned round = 0;
-  while (live_ > 0 && !failure_) {  // line 2
-    if (ready_ == 0) {              // line 3: every unfinished thread waits
+  while (live_ > 0 && !failure_) {   // line 2
+    if (waiting_ > 0) poll_waits();  // an mbarrier phase or a named barrier may have completed
+    if (ready_ == 0) {               // line 3: every unfinished thread waits
       if (auto problem = why_stuck()) {
         fail(*problem);  // line 4
         break;
@@ -276,6 +302,9 @@ void BlockRunner::run(const GridLaunch& launch, uint3 block_idx) {
       if (t.state == State::ready) step(t);
       if (failure_) break;
     }
+  }
+  if (!failure_) {
+    if (auto problem = block_finished()) fail(*problem);  // hopper.cpp: work still in flight
   }
   if (failure_) cancel_started_threads();
   observer::block_end();  // the block's counts join its kernel's; its hazards are checked
@@ -353,6 +382,7 @@ void BlockRunner::account(CudaThread& t) {
       if (++warp.arrived == warp.live) complete_shuffle(t.linear / lanes_per_warp);  // line 7
       break;
     case State::at_collective:  // counted in warp.at_collective by collective()
+    case State::at_wait:        // counted in waiting_ by wait_until()
       break;
     case State::finished:
       --live_;
@@ -422,6 +452,51 @@ void BlockRunner::complete_shuffle(unsigned warp) {
 
 // line 4: nothing can run. Says why that is an error, or nothing when it is an ordinary barrier.
 std::optional<std::string> BlockRunner::why_stuck() const {
+  // A warpgroup-collective instruction (wgmma) that not all 128 threads of the warpgroup reach.
+  for (unsigned g = 0; g < warpgroups_.size(); ++g) {
+    if (warpgroups_[g].at_collective == 0) continue;
+    return std::to_string(warpgroups_[g].at_collective) + " of the 128 threads of warpgroup " + std::to_string(g) +
+           " (warps " + std::to_string(4 * g) + "-" + std::to_string(4 * g + 3) +
+           ") wait at a warpgroup-collective instruction that the others do not reach: " +
+           where_threads_are(4 * g * lanes_per_warp, 4 * lanes_per_warp, "thread") +
+           ". All 128 threads of a warpgroup must execute the same wgmma at the same place (on a GPU this is "
+           "undefined behaviour: a hang or wrong results)";
+  }
+  // A wait that nothing can end any more: an mbarrier phase or a named barrier that cannot complete.
+  // Each distinct wait once (where, and why it cannot end), with the threads that wait there.
+  if (waiting_ > 0) {
+    struct Group {
+      std::string place, why;
+      unsigned first = 0, last = 0, count = 0;
+    };
+    std::vector<Group> groups;
+    for (unsigned i = 0; i < threads_; ++i) {
+      const CudaThread& t = *pool_[i];
+      if (t.state != State::at_wait) continue;
+      std::string place = std::string(t.blocking->name) + " (" + where(t.site) + ")";
+      std::string why = t.blocking->describe(t.blocking->context);
+      auto g =
+          std::find_if(groups.begin(), groups.end(), [&](const Group& x) { return x.place == place && x.why == why; });
+      if (g == groups.end()) {
+        groups.push_back({std::move(place), std::move(why), i, i, 1});
+      } else {
+        g->last = i;
+        ++g->count;
+      }
+    }
+    std::string report = "a wait that can never end: ";
+    for (std::size_t k = 0; k < groups.size(); ++k) {
+      const Group& g = groups[k];
+      const std::string who =
+          g.count == 1 ? "thread " + std::to_string(g.first) + " waits"
+          : g.last - g.first + 1 == g.count
+              ? "threads " + std::to_string(g.first) + "-" + std::to_string(g.last) + " wait"
+              : std::to_string(g.count) + " threads (the first " + std::to_string(g.first) + ") wait";
+      report += (k > 0 ? "; " : "") + who + " at " + g.place + ": " + g.why;
+    }
+    return report + ". No thread of the block can run any more (" + where_threads_are(0, threads_, "thread") +
+           "). On a GPU this kernel hangs";
+  }
   // A warp-collective instruction that not all 32 lanes of the warp reach.
   for (unsigned w = 0; w < warps_.size(); ++w) {
     if (warps_[w].at_collective == 0) continue;
@@ -485,9 +560,13 @@ std::optional<std::string> BlockRunner::why_stuck() const {
 // Where each lane of `warp` is, lanes in the same place grouped: "lanes 0-15 at mma_m16n8k16_bf16
 // (dir/file.cuh:40); lanes 16-31 at __syncthreads() (dir/file.cuh:44)".
 std::string BlockRunner::where_lanes_are(unsigned warp) const {
-  const Warp& w = warps_[warp];
+  return where_threads_are(warp * lanes_per_warp, warps_[warp].size, "lane");
+}
+
+// Where each of the threads first .. first + count - 1 is, numbered from 0 and grouped as above.
+std::string BlockRunner::where_threads_are(unsigned first_thread, unsigned count, const char* noun) const {
   const auto place = [&](unsigned lane) -> std::string {
-    const CudaThread& t = *pool_[warp * lanes_per_warp + lane];
+    const CudaThread& t = *pool_[first_thread + lane];
     switch (t.state) {
       case State::at_barrier:
         return "at __syncthreads() (" + where(t.site) + ")";
@@ -495,6 +574,8 @@ std::string BlockRunner::where_lanes_are(unsigned warp) const {
         return std::string("at ") + shuffle_name(t.shuffle_mode) + " (" + where(t.site) + ")";
       case State::at_collective:
         return std::string("at ") + t.collective->name + " (" + where(t.site) + ")";
+      case State::at_wait:
+        return std::string("at ") + t.blocking->name + " (" + where(t.site) + ")";
       case State::finished:
         return "exited (returned from the kernel)";
       case State::ready:
@@ -506,12 +587,13 @@ std::string BlockRunner::where_lanes_are(unsigned warp) const {
   std::string report;
   unsigned first = 0;
   std::string first_place = place(0);
-  for (unsigned lane = 1; lane <= w.size; ++lane) {
-    const std::string here = lane < w.size ? place(lane) : std::string();
-    if (lane < w.size && here == first_place) continue;
+  const std::string one = noun, many = one + "s";
+  for (unsigned lane = 1; lane <= count; ++lane) {
+    const std::string here = lane < count ? place(lane) : std::string();
+    if (lane < count && here == first_place) continue;
     if (!report.empty()) report += "; ";
-    report += (lane - 1 == first ? "lane " + std::to_string(first)
-                                 : "lanes " + std::to_string(first) + "-" + std::to_string(lane - 1)) +
+    report += (lane - 1 == first ? one + " " + std::to_string(first)
+                                 : many + " " + std::to_string(first) + "-" + std::to_string(lane - 1)) +
               " " + first_place;
     first = lane;
     first_place = here;
@@ -580,35 +662,50 @@ std::uint64_t BlockRunner::shuffle(CudaThread& t, ShuffleMode mode, std::uint64_
   return t.shuffle_result;
 }
 
-// Kernel side: a warp-collective instruction (warp_collective.h). The lanes wait; the last one to
-// arrive checks that all 32 are at the same instruction and place, completes it, and readies them.
-void BlockRunner::collective(CudaThread& t, const WarpCollective& op, const std::source_location& site) {
+// Kernel side: a warp-collective instruction (lanes = 32) or a warpgroup-collective one (lanes = 128,
+// the 4 warps 4i .. 4i + 3; warp_collective.h). The threads wait; the last one to arrive checks that
+// all are at the same instruction and place, completes it, and readies them.
+void BlockRunner::collective(CudaThread& t, const WarpCollective& op, const std::source_location& site,
+                             unsigned lanes) {
   if (t.cancel) throw Cancelled{};
+  const bool warpgroup = lanes != lanes_per_warp;
   if (threads_ % lanes_per_warp != 0) {
     throw std::invalid_argument(std::string(op.name) + " (" + where(site) + ") in a block of " +
-                                std::to_string(threads_) +
-                                " threads: warp-collective instructions "
+                                std::to_string(threads_) + " threads: " + (warpgroup ? "warpgroup" : "warp") +
+                                "-collective instructions "
                                 "need whole warps, so the block size must be a multiple of 32 (on a GPU "
                                 "the missing lanes make the result undefined)");
   }
   const unsigned warp_index = t.linear / lanes_per_warp;
-  Warp& w = warps_[warp_index];
+  const unsigned group_index = t.linear / lanes;
+  if (warpgroup && (group_index + 1) * lanes > threads_) {
+    throw std::invalid_argument(std::string(op.name) + " (" + where(site) + ") in warpgroup " +
+                                std::to_string(group_index) + " of a block of " + std::to_string(threads_) +
+                                " threads: that warpgroup has only " +
+                                std::to_string((threads_ - group_index * lanes) / lanes_per_warp) +
+                                " warps; a warpgroup is 4 whole warps (warps 4i to 4i + 3), so the block size must "
+                                "be a multiple of 128 where every warp may execute a wgmma");
+  }
+  unsigned& at_collective = warpgroup ? warpgroups_[group_index].at_collective : warps_[warp_index].at_collective;
+  unsigned& collectives = warpgroup ? warpgroups_[group_index].collectives : warps_[warp_index].collectives;
+  char* token = warpgroup ? &warpgroups_[group_index].collective_token[collectives % 2]
+                          : &warps_[warp_index].collective_token[collectives % 2];
   t.site = site;
   t.collective = &op;
-  char* token = &w.collective_token[w.collectives % 2];
+  t.collective_lanes = lanes;
   SIMT_TSAN_RELEASE(token);
-  if (++w.at_collective < lanes_per_warp) {
+  if (++at_collective < lanes) {
     t.state = State::at_collective;
     wait(t);
     if (t.cancel) throw Cancelled{};
     SIMT_TSAN_ACQUIRE(token);
     return;
   }
-  // The last lane: all 32 wait at a collective. The same one? (Gather the operands on the way.)
-  const unsigned first = warp_index * lanes_per_warp;
-  void* operands[lanes_per_warp];
+  // The last thread: all wait at a collective. The same one? (Gather the operands on the way.)
+  const unsigned first = group_index * lanes;
+  void* operands[4 * lanes_per_warp];
   bool same = true;
-  for (unsigned lane = 0; lane < lanes_per_warp && same; ++lane) {
+  for (unsigned lane = 0; lane < lanes && same; ++lane) {
     const CudaThread& other = *pool_[first + lane];
     operands[lane] = other.collective->operands;
     if (&other == &t) continue;
@@ -616,24 +713,59 @@ void BlockRunner::collective(CudaThread& t, const WarpCollective& op, const std:
   }
   if (!same) {
     t.state = State::at_collective;  // so that the report shows this lane where it is
-    fail("the lanes of warp " + std::to_string(warp_index) +
-         " wait at different warp-collective instructions: " + where_lanes_are(warp_index) +
-         ". All 32 lanes must execute the same one at the same place (on a GPU this is undefined "
-         "behaviour)");
+    if (warpgroup) {
+      fail("the threads of warpgroup " + std::to_string(group_index) +
+           " wait at different warpgroup-collective instructions: " + where_threads_are(first, lanes, "thread") +
+           ". All 128 threads must execute the same one at the same place (on a GPU this is undefined "
+           "behaviour)");
+    } else {
+      fail("the lanes of warp " + std::to_string(warp_index) +
+           " wait at different warp-collective instructions: " + where_lanes_are(warp_index) +
+           ". All 32 lanes must execute the same one at the same place (on a GPU this is undefined "
+           "behaviour)");
+    }
     t.fiber->suspend();  // the scheduler cancels the block
     throw Cancelled{};
   }
   SIMT_TSAN_ACQUIRE(token);
   if (op.complete != nullptr) op.complete(operands);
   SIMT_TSAN_RELEASE(token);
-  ++w.collectives;
-  w.at_collective = 0;
-  observer::warp_sync(warp_index);  // the warp's instructions so far are complete
-  for (unsigned lane = 0; lane < lanes_per_warp; ++lane) {
+  ++collectives;
+  at_collective = 0;
+  for (unsigned w = first / lanes_per_warp; w < (first + lanes) / lanes_per_warp; ++w) {
+    observer::warp_sync(w);  // the warp's instructions so far are complete
+  }
+  for (unsigned lane = 0; lane < lanes; ++lane) {
     CudaThread& other = *pool_[first + lane];
     if (&other != &t) other.state = State::ready;
   }
-  ready_ += lanes_per_warp - 1;
+  ready_ += lanes - 1;
+}
+
+// Kernel side: wait until condition.done() (an mbarrier phase, a named barrier). The scheduler asks
+// again at the start of every round (poll_waits); a wait that nothing can end is reported by
+// why_stuck() with condition.describe().
+void BlockRunner::wait_until(CudaThread& t, const BlockingWait& condition, const std::source_location& site) {
+  if (t.cancel) throw Cancelled{};
+  if (condition.done(condition.context)) return;
+  t.site = site;
+  t.blocking = &condition;
+  t.state = State::at_wait;
+  ++waiting_;
+  wait(t);
+  if (t.cancel) throw Cancelled{};
+}
+
+// Start of a round: every thread whose wait has ended is ready again.
+void BlockRunner::poll_waits() {
+  for (unsigned i = 0; i < threads_ && waiting_ > 0; ++i) {
+    CudaThread& t = *pool_[i];
+    if (t.state != State::at_wait || !t.blocking->done(t.blocking->context)) continue;
+    t.state = State::ready;
+    t.blocking = nullptr;
+    --waiting_;
+    ++ready_;
+  }
 }
 
 // The body of every fiber: the kernel, for one CUDA thread of one block.
@@ -682,8 +814,21 @@ void syncthreads(const std::source_location& site) {
 
 void warp_collective(const WarpCollective& op, const std::source_location& site) {
   CudaThread& t = current_thread(op.name);
-  t.runner->collective(t, op, site);
+  t.runner->collective(t, op, site, lanes_per_warp);
 }
+
+void warpgroup_collective(const WarpCollective& op, const std::source_location& site) {
+  CudaThread& t = current_thread(op.name);
+  t.runner->collective(t, op, site, 4 * lanes_per_warp);
+}
+
+void wait_until(const BlockingWait& condition, const std::source_location& site) {
+  CudaThread& t = current_thread(condition.name);
+  t.runner->wait_until(t, condition, site);
+}
+
+std::uint64_t current_block_serial() { return block_serial; }
+unsigned current_block_threads() { return builtin::blockDim.x * builtin::blockDim.y * builtin::blockDim.z; }
 
 AsyncCopies& current_async_copies(const char* what) { return current_thread(what).async; }
 

@@ -280,6 +280,9 @@ constexpr const char* ldmatrix_names[2][3] = {{"ldmatrix_x1", "ldmatrix_x2", "ld
 
 void find_static_shared_memory() { (void)thread_local_ranges(); }
 
+bool address_in_shared_memory(const void* address, std::size_t bytes) { return in_shared_memory(address, bytes); }
+std::string hex_address(const void* address) { return hex(address); }
+
 void mma_m16n8k16(MmaInput input, float* d, const std::uint32_t* a, const std::uint32_t* b, const float* c,
                   const std::source_location& site) {
   MmaOperands operands{d, a, b, c};

@@ -48,6 +48,7 @@
 // Source: PTX ISA, "Warp Level Matrix Multiply-Accumulate Instructions" (mma, "Matrix Fragments
 // for mma.m16n8k16 with floating point type"), "ldmatrix", "cp.async", "cp.async.commit_group",
 // "cp.async.wait_group", "bar.warp.sync"; CUDA C++ Programming Guide, "Warp Synchronize Function".
+// Hopper's (sm_90a) instructions are in hopper.h, which this header includes.
 #pragma once
 
 #include "common/simt/backend.h"
@@ -58,3 +59,7 @@
 #else
 #include "common/simt/tensor_core_cpu.h"
 #endif
+
+// Hopper's instructions (wgmma, mbarrier, TMA, ...) come with the tensor cores of the generation
+// before them.
+#include "common/simt/hopper.h"

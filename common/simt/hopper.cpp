@@ -1,0 +1,869 @@
+// The CPU emulation of hopper.h: wgmma with its matrix descriptors, mbarrier, named barriers,
+// setmaxnreg, and TMA's cp.async.bulk.tensor.
+//
+// Where the state lives. An mbarrier's state is its own 64-bit word in shared memory, in simt's
+// encoding (below), so a kernel's mbarrier arrays work as they are. Everything else that a block
+// accumulates (the wgmma results in flight per thread, the named barriers, the TMA copies not yet
+// landed) is in BlockState, one per host thread, begun afresh with each block (block.cpp's
+// current_block_serial()).
+//
+// When things happen. wgmma computes its product at the rendezvous of the warpgroup's 128 threads,
+// from the operands as they are then, but each thread's d receives the result only at the
+// wgmma_wait_group that covers its group; in between d holds wgmma_pending_bits. A TMA copy lands
+// when some thread waits on its mbarrier, and then completes its bytes there. A thread that waits
+// for an mbarrier phase or a named barrier is suspended (block.cpp's wait_until) until it completes.
+//
+// ThreadSanitizer sees each CUDA thread (fiber) and the scheduler's host context as threads of their
+// own. Two kinds of annotation keep it to the kernel's races:
+//   - simt's own bookkeeping (BlockState) is touched only inside a Bookkeeping scope, which
+//     acquires and releases one token: the bookkeeping of different CUDA threads is ordered. (This
+//     orders the kernel's accesses on either side of any of these calls too, so TSan can miss a race
+//     around them; simt's race checker, racecheck.h, does not depend on it.)
+//   - what CUDA orders: every arrival on an mbarrier releases it and a wait that returns acquires
+//     it; a TMA copy is released on its mbarrier when it is started and acquired by whoever lands
+//     it, whose landing completes (releases) the phase; named barriers alike. The mbarrier word is
+//     read and written with relaxed atomics.
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "common/simt/device_code.h"
+#include "common/simt/half_precision.h"
+#include "common/simt/hopper.h"
+#include "common/simt/warp_collective.h"
+
+#if defined(__SANITIZE_THREAD__)
+#include <sanitizer/tsan_interface.h>
+#define SIMT_TSAN_ACQUIRE(address) __tsan_acquire(address)
+#define SIMT_TSAN_RELEASE(address) __tsan_release(address)
+#else
+#define SIMT_TSAN_ACQUIRE(address) ((void)(address))
+#define SIMT_TSAN_RELEASE(address) ((void)(address))
+#endif
+
+namespace simt {
+inline namespace cpu {
+namespace detail {
+namespace {
+
+constexpr unsigned lanes = 32;
+constexpr unsigned warpgroup_threads = 128;
+
+std::string hex32(std::uint64_t x) {
+  char text[2 + 16 + 1];
+  std::snprintf(text, sizeof text, "%#llx", static_cast<unsigned long long>(x));
+  return text;
+}
+
+unsigned this_thread() { return current_warp() * lanes + current_lane(); }
+
+std::string who(unsigned thread) {
+  return "thread " + std::to_string(thread) + " (warp " + std::to_string(thread / lanes) + ", warpgroup " +
+         std::to_string(thread / warpgroup_threads) + ")";
+}
+
+// ---- The state of one block ---------------------------------------------------------------------
+
+// One accumulator of one thread whose wgmma result is in flight.
+struct PendingAccumulator {
+  float* d = nullptr;       // the thread's registers
+  int count = 0;            // N / 2 of them
+  std::uint64_t group = 0;  // the newest wgmma group that writes it
+  std::source_location site;
+  std::array<float, 128> values;  // what d receives at the wait (written before it is read)
+};
+
+// A TMA store in flight: the box of `map` at `coordinates` from shared memory at `src`.
+struct PendingStore {
+  std::uint32_t src = 0;  // shared address
+  TensorMap map;
+  std::array<int, 5> coordinates{};
+  std::uint64_t group = 0;  // the bulk group of its thread
+  std::source_location site;
+};
+
+struct ThreadState {
+  bool fenced = false;          // wgmma_fence since the start, the last commit or the last wait
+  std::uint64_t committed = 0;  // wgmma groups committed
+  std::vector<PendingAccumulator> pending;
+  std::uint64_t bulk_committed = 0;  // cp.async.bulk groups committed
+  std::vector<PendingStore> stores;
+};
+
+struct NamedBarrier {
+  unsigned arrived = 0;
+  unsigned expected = 0;  // 0: no thread has arrived in this use
+  std::uint64_t generation = 0;
+};
+
+struct PendingCopy {
+  std::uint32_t dst = 0;  // shared address
+  TensorMap map;
+  std::array<int, 5> coordinates{};
+  std::uint64_t* bar = nullptr;
+  std::uint32_t bytes = 0;
+  unsigned thread = 0;
+  std::source_location site;
+};
+
+struct BlockState {
+  std::uint64_t serial = ~std::uint64_t{0};
+  std::vector<ThreadState> threads;
+  std::array<NamedBarrier, 16> named{};
+  std::vector<PendingCopy> copies;
+};
+
+thread_local BlockState block_state;
+thread_local char bookkeeping_token = 0;
+thread_local char named_tokens[16] = {};  // TSan: each named barrier's release/acquire address
+
+// The scope of a function that reads or writes BlockState (see the top of the file).
+struct Bookkeeping {
+  Bookkeeping() { SIMT_TSAN_ACQUIRE(&bookkeeping_token); }
+  ~Bookkeeping() { SIMT_TSAN_RELEASE(&bookkeeping_token); }
+  Bookkeeping(const Bookkeeping&) = delete;
+  Bookkeeping& operator=(const Bookkeeping&) = delete;
+};
+
+BlockState& state() {
+  BlockState& s = block_state;
+  const std::uint64_t serial = current_block_serial();
+  if (s.serial != serial) {
+    s.serial = serial;
+    s.threads.assign(current_block_threads(), ThreadState{});
+    s.named.fill(NamedBarrier{});
+    s.copies.clear();
+  }
+  return s;
+}
+
+// ---- Shared memory addresses on the CPU ---------------------------------------------------------
+
+std::uint32_t shared_offset(const void* pointer, std::size_t bytes, const char* instruction, const char* operand,
+                            const std::source_location& site) {
+  const auto* p = static_cast<const std::byte*>(pointer);
+  if (dynamic_shared_memory == nullptr || p < dynamic_shared_memory ||
+      static_cast<std::size_t>(p - dynamic_shared_memory) + bytes > dynamic_shared_size) {
+    throw std::invalid_argument(std::string(instruction) + " (" + where(site) + "): " + who(this_thread()) + " gives " +
+                                operand + " " + hex_address(pointer) + ", which is not " +
+                                (bytes == 0 ? std::string("in") : std::to_string(bytes) + " bytes of") +
+                                " this block's dynamic shared memory (" + hex_address(dynamic_shared_memory) + " + " +
+                                std::to_string(dynamic_shared_size) +
+                                " bytes). On the CPU the operands of wgmma and TMA must lie in dynamic shared "
+                                "memory, whose offsets are the CPU's shared-memory addresses");
+  }
+  return static_cast<std::uint32_t>(p - dynamic_shared_memory);
+}
+
+// ---- wgmma --------------------------------------------------------------------------------------
+
+struct WgmmaOperands {
+  const WgmmaShape* shape;
+  float* d;
+  const std::uint32_t* a;
+  std::uint64_t desc_a, desc_b;
+  bool scale_d;
+  unsigned thread;
+  const std::source_location* site;
+};
+
+const char* wgmma_name(const WgmmaShape& s) {
+  return s.input == WgmmaInput::bf16 ? "wgmma_m64nNk16_bf16" : "wgmma_m64nNk16_f16";
+}
+
+float element_to_float(WgmmaInput input, std::uint16_t bits) {
+  return input == WgmmaInput::bf16 ? bf16_bits_to_float(bits) : f16_bits_to_float(bits);
+}
+
+// The byte offset of element (mn, k) of a 2-byte operand from the descriptor's start, before the
+// swizzle: the table of hopper.h, from the PTX ISA's "Shared Memory Matrix Layout" and "Strides".
+std::uint32_t operand_offset(const WgmmaDescriptorFields& f, Major major, unsigned mn, unsigned k) {
+  const std::uint32_t span = swizzle_span(f.swizzle);
+  if (major == Major::k) {
+    if (f.swizzle == Swizzle::none) {
+      return (mn / 8) * f.stride_byte_offset + (k / 8) * f.leading_byte_offset + (mn % 8) * 16 + (k % 8) * 2;
+    }
+    return (mn / 8) * f.stride_byte_offset + (mn % 8) * span + (k / 8) * 16 + (k % 8) * 2;
+  }
+  if (f.swizzle == Swizzle::none) {
+    return (mn / 8) * f.stride_byte_offset + (k / 8) * f.leading_byte_offset + (k % 8) * 16 + (mn % 8) * 2;
+  }
+  const unsigned row_elements = span / 2;  // one S-byte row of an atom holds S / 2 elements of M or N
+  return (mn / row_elements) * f.leading_byte_offset + (k / 8) * f.stride_byte_offset + (k % 8) * span +
+         (mn % row_elements) * 2;
+}
+
+std::string describe_descriptor(const WgmmaDescriptorFields& f) {
+  const char* names[] = {"none", "32B", "64B", "128B"};
+  return "start address " + hex32(f.start_address) + ", leading byte offset " + std::to_string(f.leading_byte_offset) +
+         ", stride byte offset " + std::to_string(f.stride_byte_offset) + ", base offset " +
+         std::to_string(f.base_offset) + ", swizzle " + names[static_cast<unsigned>(f.swizzle)];
+}
+
+// Reads the rows x 16 operand of `desc` into out[mn * 16 + k] (A), or out[k * rows + mn] when
+// k_outer (B: the product then runs along contiguous n).
+void read_operand(const char* name, const char* which, std::uint64_t desc, Major major, unsigned rows, WgmmaInput input,
+                  bool k_outer, float* out, const std::source_location& site) {
+  const WgmmaDescriptorFields f = decode_wgmma_descriptor(desc);
+  const auto fail = [&](const std::string& what) {
+    throw std::invalid_argument(std::string(name) + " (" + where(site) + "): the descriptor of " + which + " (" +
+                                hex32(desc) + ": " + describe_descriptor(f) + ") " + what);
+  };
+  if (f.swizzle != Swizzle::none) {
+    if (f.base_offset != 0) {
+      fail(
+          "has a base offset; simt emulates swizzled operands whose pattern starts at its repeat boundary "
+          "(base offset 0) only");
+    }
+    const std::uint32_t span = swizzle_span(f.swizzle);
+    if ((f.start_address / 128) % (span / 16) != 0) {
+      fail("is not aligned for its swizzle: the pattern repeats every " + std::to_string(8 * span) +
+           " bytes, and with base offset 0 the start address must lie in the first 128 bytes of a repeat "
+           "(start % " +
+           std::to_string(8 * span) + " < 128)");
+    }
+  }
+  for (unsigned mn = 0; mn < rows; ++mn) {
+    for (unsigned k = 0; k < 16; ++k) {
+      const std::uint32_t address = swizzled_address(f.start_address + operand_offset(f, major, mn, k), f.swizzle);
+      if (std::size_t{address} + 2 > dynamic_shared_size) {
+        fail("reaches element (" + std::to_string(mn) + ", " + std::to_string(k) + ") at shared address " +
+             hex32(address) + ", past the end of this block's dynamic shared memory (" +
+             std::to_string(dynamic_shared_size) + " bytes)");
+      }
+      std::uint16_t bits;
+      std::memcpy(&bits, dynamic_shared_memory + address, 2);
+      out[k_outer ? k * rows + mn : mn * 16 + k] = element_to_float(input, bits);
+    }
+  }
+}
+
+// Scratch space for one wgmma (the fibers' stacks are small): A, B, and C then D.
+thread_local std::vector<float> scratch_a(64 * 16), scratch_b(256 * 16), scratch_d(64 * 256);
+
+// D = A B + C for the warpgroup. Fragment indices: PTX ISA, "Register Fragments and Shared Memory
+// Matrix Layouts" for wgmma .m64nNk16, with the warp w of the warpgroup, the lane's groupID = lane / 4
+// and threadID_in_group = lane % 4:
+//   A (.f16x2 / .bf16x2 registers a0..a3, elements a0..a7):
+//     row = 16 w + groupID + 8 ((i / 2) % 2), col = 8 (i / 4) + 2 threadID_in_group + i % 2 for ai
+//   D (f32 d0 .. d(N/2 - 1)):
+//     row = 16 w + groupID + 8 ((i / 2) % 2), col = 8 (i / 4) + 2 threadID_in_group + i % 2 for di
+// Sums as in mma's emulation (tensor_core.cpp): each product exact in float32, added with k in order.
+void complete_wgmma(void* const* lane_operands) {
+  const Bookkeeping scope;
+  const auto& first = *static_cast<const WgmmaOperands*>(lane_operands[0]);
+  const WgmmaShape& shape = *first.shape;
+  const char* name = wgmma_name(shape);
+  const std::source_location& site = *first.site;
+  const unsigned n = static_cast<unsigned>(shape.n);
+  const unsigned group0 = first.thread / warpgroup_threads * warpgroup_threads;
+  BlockState& s = state();
+
+  // All 128 threads: the same operands, fenced, and the same number of groups committed.
+  for (unsigned q = 0; q < warpgroup_threads; ++q) {
+    const auto& o = *static_cast<const WgmmaOperands*>(lane_operands[q]);
+    const ThreadState& ts = s.threads[o.thread];
+    const auto differ = [&](const std::string& what) {
+      throw std::invalid_argument(std::string(name) + " (" + where(site) + "): " + who(o.thread) + " gives " + what +
+                                  " than " + who(first.thread) +
+                                  "; every thread of a warpgroup must give the same descriptors and scale-d");
+    };
+    if (!shape.a_in_registers && o.desc_a != first.desc_a) differ("another descriptor of A");
+    if (o.desc_b != first.desc_b) differ("another descriptor of B");
+    if (o.scale_d != first.scale_d) differ("another scale-d");
+    if (!ts.fenced) {
+      throw std::invalid_argument(
+          std::string(name) + " (" + where(site) + "): " + who(o.thread) + " has not executed wgmma_fence since " +
+          (ts.committed == 0 ? std::string("the kernel began") : "its last wgmma_commit_group or wgmma_wait_group") +
+          ". The PTX ISA asks for wgmma.fence before the first wgmma of a warpgroup and between any write of the "
+          "registers a wgmma reads (its accumulators, its A fragment) and that wgmma; simt cannot see register "
+          "writes, so it asks for the fence before the first wgmma after the start, each commit and each wait");
+    }
+    if (ts.committed != s.threads[first.thread].committed) {
+      throw std::invalid_argument(std::string(name) + " (" + where(site) + "): " + who(o.thread) + " has committed " +
+                                  std::to_string(ts.committed) + " wgmma groups, " + who(first.thread) + " " +
+                                  std::to_string(s.threads[first.thread].committed) +
+                                  "; wgmma_commit_group is warpgroup-collective too");
+    }
+  }
+
+  float* A = scratch_a.data();  // A[m * 16 + k]
+  float* B = scratch_b.data();  // B[k * n + nn]
+  float* D = scratch_d.data();  // D[m * n + nn]
+  if (shape.a_in_registers) {
+    for (unsigned q = 0; q < warpgroup_threads; ++q) {
+      const auto& o = *static_cast<const WgmmaOperands*>(lane_operands[q]);
+      const unsigned w = q / lanes, lane = q % lanes, groupID = lane / 4, threadID_in_group = lane % 4;
+      for (unsigned i = 0; i < 8; ++i) {
+        const unsigned row = 16 * w + groupID + 8 * ((i / 2) % 2);
+        const unsigned col = 8 * (i / 4) + 2 * threadID_in_group + i % 2;
+        const std::uint32_t reg = o.a[i / 2];
+        A[row * 16 + col] =
+            element_to_float(shape.input, static_cast<std::uint16_t>(i % 2 != 0 ? reg >> 16 : reg & 0xffffu));
+      }
+    }
+  } else {
+    read_operand(name, "A", first.desc_a, shape.major_a, 64, shape.input, false, A, site);
+  }
+  read_operand(name, "B", first.desc_b, shape.major_b, n, shape.input, true, B, site);
+
+  // C: each thread's accumulators as they are now (or as the wgmma in flight on them leaves them).
+  for (unsigned q = 0; q < warpgroup_threads; ++q) {
+    const auto& o = *static_cast<const WgmmaOperands*>(lane_operands[q]);
+    const unsigned w = q / lanes, lane = q % lanes, groupID = lane / 4, threadID_in_group = lane % 4;
+    const PendingAccumulator* in_flight = nullptr;
+    for (const PendingAccumulator& p : s.threads[o.thread].pending) {
+      if (p.d == o.d) in_flight = &p;
+    }
+    for (unsigned i = 0; i < n / 2; ++i) {
+      const unsigned row = 16 * w + groupID + 8 * ((i / 2) % 2);
+      const unsigned col = 8 * (i / 4) + 2 * threadID_in_group + i % 2;
+      D[row * n + col] = !first.scale_d ? 0.0f : in_flight != nullptr ? in_flight->values[i] : o.d[i];
+    }
+  }
+  // D += A B: a row at a time, k in order, 8 columns at once in two vectors of four floats (a
+  // GCC/Clang vector extension, as mma's emulation does; n is a multiple of 8). Element by element
+  // this is D[m][j] = (...(C[m][j] + A[m][0] B[0][j]) + ...) + A[m][15] B[15][j].
+  using float4 = float __attribute__((vector_size(16)));
+  for (unsigned m = 0; m < 64; ++m) {
+    float* row = D + m * n;
+    for (unsigned j = 0; j < n; j += 8) {
+      float4 acc[2];
+      std::memcpy(acc, row + j, sizeof acc);
+#pragma GCC unroll 16
+      for (unsigned k = 0; k < 16; ++k) {
+        float4 b[2];
+        std::memcpy(b, B + k * n + j, sizeof b);
+        const float a = A[m * 16 + k];
+        acc[0] += a * b[0];
+        acc[1] += a * b[1];
+      }
+      std::memcpy(row + j, acc, sizeof acc);
+    }
+  }
+  // Each thread's share waits in its pending accumulator; its registers hold the pending NaN.
+  float pending_value;
+  std::memcpy(&pending_value, &wgmma_pending_bits, sizeof pending_value);
+  for (unsigned q = 0; q < warpgroup_threads; ++q) {
+    const auto& o = *static_cast<const WgmmaOperands*>(lane_operands[q]);
+    const unsigned w = q / lanes, lane = q % lanes, groupID = lane / 4, threadID_in_group = lane % 4;
+    ThreadState& ts = s.threads[o.thread];
+    PendingAccumulator* p = nullptr;
+    for (PendingAccumulator& candidate : ts.pending) {
+      if (candidate.d == o.d) p = &candidate;
+    }
+    if (p == nullptr) p = &ts.pending.emplace_back();
+    p->d = o.d;
+    p->count = static_cast<int>(n / 2);
+    p->group = ts.committed;
+    p->site = site;
+    for (unsigned i = 0; i < n / 2; ++i) {
+      const unsigned row = 16 * w + groupID + 8 * ((i / 2) % 2);
+      const unsigned col = 8 * (i / 4) + 2 * threadID_in_group + i % 2;
+      p->values[i] = D[row * n + col];
+      o.d[i] = pending_value;
+    }
+  }
+  (void)group0;
+}
+
+// ---- mbarrier: simt's encoding of the 64-bit object ---------------------------------------------
+//   bits  0-19  arrivals still pending in the current phase
+//   bits 20-39  the arrival count given to init (each phase starts with it)
+//   bits 40-60  the transaction count, signed (21 bits: the PTX range is -(2^20 - 1) .. 2^20 - 1)
+//   bit  61     the parity of the current phase
+//   bits 62-63  0b10: initialised by mbarrier_init (0xff poison and zeros are not)
+struct Mbarrier {
+  unsigned pending = 0, expected = 0, parity = 0;
+  std::int64_t tx = 0;
+};
+
+constexpr std::uint64_t mbarrier_tag = std::uint64_t{2} << 62;
+constexpr std::int64_t tx_limit = (std::int64_t{1} << 20) - 1;
+
+std::uint64_t encode(const Mbarrier& m) {
+  return std::uint64_t{m.pending} | std::uint64_t{m.expected} << 20 |
+         (static_cast<std::uint64_t>(m.tx) & ((std::uint64_t{1} << 21) - 1)) << 40 | std::uint64_t{m.parity} << 61 |
+         mbarrier_tag;
+}
+
+Mbarrier decode(std::uint64_t word) {
+  Mbarrier m;
+  m.pending = static_cast<unsigned>(word & 0xfffffu);
+  m.expected = static_cast<unsigned>((word >> 20) & 0xfffffu);
+  std::int64_t tx = static_cast<std::int64_t>((word >> 40) & ((std::uint64_t{1} << 21) - 1));
+  if (tx >= (std::int64_t{1} << 20)) tx -= std::int64_t{1} << 21;
+  m.tx = tx;
+  m.parity = static_cast<unsigned>((word >> 61) & 1u);
+  return m;
+}
+
+std::uint64_t load(std::uint64_t* bar) { return std::atomic_ref<std::uint64_t>(*bar).load(std::memory_order_relaxed); }
+void store(std::uint64_t* bar, const Mbarrier& m) {
+  std::atomic_ref<std::uint64_t>(*bar).store(encode(m), std::memory_order_relaxed);
+}
+
+void check_bar_address(std::uint64_t* bar, const char* instruction, const std::source_location& site) {
+  if (!address_in_shared_memory(bar, 8) || reinterpret_cast<std::uintptr_t>(bar) % 8 != 0) {
+    throw std::invalid_argument(std::string(instruction) + " (" + where(site) + "): " + who(this_thread()) +
+                                " gives mbarrier " + hex_address(bar) +
+                                ", which is not an 8-byte aligned std::uint64_t of this block's shared memory");
+  }
+}
+
+Mbarrier read_bar(std::uint64_t* bar, const char* instruction, const std::source_location& site) {
+  check_bar_address(bar, instruction, site);
+  const std::uint64_t word = load(bar);
+  if ((word >> 62) != 2u) {
+    throw std::invalid_argument(std::string(instruction) + " (" + where(site) + "): " + who(this_thread()) +
+                                " uses mbarrier " + hex_address(bar) + " (holding " + hex32(word) +
+                                "), which mbarrier_init has not initialised in this block");
+  }
+  return decode(word);
+}
+
+void complete_phase_if_done(Mbarrier& m, std::uint64_t* bar) {
+  if (m.pending == 0 && m.tx == 0) {
+    SIMT_TSAN_RELEASE(bar);
+    m.parity ^= 1u;
+    m.pending = m.expected;
+  }
+}
+
+// complete_tx on `bar` for `bytes` (TMA): PTX ISA, "mbarrier: Tx-count", the complete-tx operation.
+void complete_tx(std::uint64_t* bar, std::uint32_t bytes) {
+  Mbarrier m = decode(load(bar));
+  m.tx -= bytes;
+  complete_phase_if_done(m, bar);
+  store(bar, m);
+}
+
+// ---- TMA ----------------------------------------------------------------------------------------
+
+// The number of elements the box holds along dimension i.
+std::uint32_t box_elements(const TensorMapShape& s, unsigned i) {
+  return (s.box[i] + s.element_strides[i] - 1) / s.element_strides[i];
+}
+
+std::uint32_t box_bytes(const TensorMapShape& s) {
+  std::uint32_t bytes = s.element_bytes;
+  for (unsigned i = 0; i < s.rank; ++i) bytes *= box_elements(s, i);
+  return bytes;
+}
+
+// Visits the box of `map` at `coordinates` element by element, dense in shared memory with
+// dimension 0 fastest: visit(shared address (swizzled), global byte offset, inside the tensor).
+template <class Visit>
+void for_each_box_element(const TensorMap& map, const std::array<int, 5>& coordinates, std::uint32_t base,
+                          Visit&& visit) {
+  const TensorMapShape& s = map.shape;
+  std::array<std::uint32_t, 5> index{};  // the element's position in the box
+  const std::uint32_t total = box_bytes(s) / s.element_bytes;
+  for (std::uint32_t e = 0; e < total; ++e) {
+    bool inside = true;
+    std::uint64_t offset = 0;
+    for (unsigned i = 0; i < s.rank; ++i) {
+      const std::int64_t coordinate = std::int64_t{coordinates[i]} + std::int64_t{index[i]} * s.element_strides[i];
+      if (coordinate < 0 || static_cast<std::uint64_t>(coordinate) >= s.dims[i]) inside = false;
+      offset += static_cast<std::uint64_t>(coordinate) * s.strides[i];
+    }
+    visit(swizzled_address(base + e * s.element_bytes, map.swizzle), offset, inside);
+    for (unsigned i = 0; i < s.rank && ++index[i] == box_elements(s, i); ++i) index[i] = 0;
+  }
+}
+
+// A copy lands: each element of the box goes to its (swizzled) shared address; elements outside
+// the tensor are zeros. Then its bytes complete on its mbarrier.
+void land_copy(const PendingCopy& c) {
+  SIMT_TSAN_ACQUIRE(c.bar);  // after whatever the thread that started the copy had done
+  const std::uint32_t bytes = c.map.shape.element_bytes;
+  for_each_box_element(c.map, c.coordinates, c.dst, [&](std::uint32_t address, std::uint64_t source, bool inside) {
+    if (inside) {
+      std::memcpy(dynamic_shared_memory + address, c.map.global + source, bytes);
+    } else {
+      std::memset(dynamic_shared_memory + address, 0, bytes);
+    }
+  });
+  complete_tx(c.bar, c.bytes);
+}
+
+// A store lands: each element of the box inside the tensor is read from its (swizzled) shared
+// address and written to global memory; the others are not written (PTX ISA, "Tensor Copy
+// Restrictions": out-of-bound elements are not stored).
+void land_store(const PendingStore& st) {
+  const std::uint32_t bytes = st.map.shape.element_bytes;
+  auto* global = const_cast<std::byte*>(st.map.global);  // made from the kernel's own pointer
+  for_each_box_element(st.map, st.coordinates, st.src, [&](std::uint32_t address, std::uint64_t target, bool inside) {
+    if (inside) std::memcpy(global + target, dynamic_shared_memory + address, bytes);
+  });
+}
+
+// Lands every copy in flight that completes on bar.
+void land_copies_for(std::uint64_t* bar) {
+  BlockState& s = state();
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < s.copies.size(); ++i) {
+    if (s.copies[i].bar == bar) {
+      land_copy(s.copies[i]);
+    } else {
+      s.copies[kept++] = s.copies[i];
+    }
+  }
+  s.copies.resize(kept);
+}
+
+// ---- Waits ----------------------------------------------------------------------------------------
+
+struct ParityWait {
+  std::uint64_t* bar;
+  unsigned parity;
+};
+
+bool parity_done(const void* context) {
+  const Bookkeeping scope;
+  const auto& w = *static_cast<const ParityWait*>(context);
+  land_copies_for(w.bar);
+  return decode(load(w.bar)).parity != w.parity;
+}
+
+std::string parity_describe(const void* context) {
+  const Bookkeeping scope;
+  const auto& w = *static_cast<const ParityWait*>(context);
+  const Mbarrier m = decode(load(w.bar));
+  return "the phase of parity " + std::to_string(w.parity) + " of mbarrier " + hex_address(w.bar) +
+         " is the current one, and it still waits for " + std::to_string(m.pending) + " of " +
+         std::to_string(m.expected) + " arrivals and " + std::to_string(m.tx) +
+         " transaction bytes (a wait on the other parity would pass at once; bytes expected with expect_tx must "
+         "all be brought by copies that complete on this mbarrier)";
+}
+
+struct NamedWait {
+  unsigned id;
+  std::uint64_t generation;
+};
+
+bool named_done(const void* context) {
+  const Bookkeeping scope;
+  const auto& w = *static_cast<const NamedWait*>(context);
+  return state().named[w.id].generation != w.generation;
+}
+
+std::string named_describe(const void* context) {
+  const Bookkeeping scope;
+  const auto& w = *static_cast<const NamedWait*>(context);
+  const NamedBarrier& b = state().named[w.id];
+  return "named barrier " + std::to_string(w.id) + " has " + std::to_string(b.arrived) + " of the " +
+         std::to_string(b.expected) + " threads it waits for";
+}
+
+}  // namespace
+
+// ---- The functions of hopper_cpu.h ----------------------------------------------------------------
+
+void check_in_kernel(const char* what) { (void)current_async_copies(what); }
+
+std::uint32_t shared_address(const void* pointer, const std::source_location& site) {
+  check_in_kernel("shared_address");
+  return shared_offset(pointer, 0, "shared_address", "pointer", site);
+}
+
+void wgmma(const WgmmaShape& shape, float* d, const std::uint32_t* a, std::uint64_t desc_a, std::uint64_t desc_b,
+           bool scale_d, const std::source_location& site) {
+  check_in_kernel(wgmma_name(shape));
+  {
+    const Bookkeeping scope;  // not across the rendezvous: complete_wgmma takes its own
+    (void)state();
+  }
+  WgmmaOperands operands{&shape, d, a, desc_a, desc_b, scale_d, this_thread(), &site};
+  WarpCollective op;
+  op.name = wgmma_name(shape);
+  op.complete = &complete_wgmma;
+  op.operands = &operands;
+  warpgroup_collective(op, site);
+}
+
+void wgmma_fence(const std::source_location&) {
+  const Bookkeeping scope;
+  check_in_kernel("wgmma_fence");
+  state().threads[this_thread()].fenced = true;
+}
+
+void wgmma_commit_group(const std::source_location&) {
+  const Bookkeeping scope;
+  check_in_kernel("wgmma_commit_group");
+  ThreadState& ts = state().threads[this_thread()];
+  ++ts.committed;
+  ts.fenced = false;
+}
+
+// PTX ISA, "wgmma.wait_group": "wait for the completion of the required wgmma-groups"; "Accessing
+// the accumulator register or the input register containing the fragments of matrix A of a
+// wgmma.mma_async instruction without first performing a wgmma.wait_group instruction that waits
+// on a wgmma-group including that wgmma.mma_async instruction is an undefined behavior."
+void wgmma_wait_group(int n, const std::source_location& site) {
+  const Bookkeeping scope;
+  check_in_kernel("wgmma_wait_group");
+  ThreadState& ts = state().threads[this_thread()];
+  const std::uint64_t keep_from = ts.committed > static_cast<std::uint64_t>(n) ? ts.committed - n : 0;
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < ts.pending.size(); ++i) {
+    PendingAccumulator& p = ts.pending[i];
+    if (p.group >= keep_from) {
+      if (kept != i) ts.pending[kept] = p;
+      ++kept;
+      continue;
+    }
+    for (int r = 0; r < p.count; ++r) {
+      std::uint32_t bits;
+      std::memcpy(&bits, &p.d[r], sizeof bits);
+      if (bits != wgmma_pending_bits) {
+        throw std::invalid_argument("wgmma_wait_group<" + std::to_string(n) + "> (" + where(site) +
+                                    "): " + who(this_thread()) + " finds d[" + std::to_string(r) +
+                                    "] of the wgmma at " + where(p.site) + " overwritten (" + hex32(bits) +
+                                    ") before this wait: the accumulators of a wgmma may be read or written only "
+                                    "after the wgmma_wait_group that covers its group");
+      }
+    }
+    std::memcpy(p.d, p.values.data(), sizeof(float) * static_cast<std::size_t>(p.count));
+  }
+  ts.pending.resize(kept);
+  ts.fenced = false;
+}
+
+void mbarrier_init(std::uint64_t* bar, unsigned count, const std::source_location& site) {
+  const Bookkeeping scope;
+  check_in_kernel("mbarrier_init");
+  check_bar_address(bar, "mbarrier_init", site);
+  if (count < 1 || count > tx_limit) {
+    throw std::invalid_argument("mbarrier_init (" + where(site) + "): count " + std::to_string(count) +
+                                "; the PTX ISA allows 1 .. 2^20 - 1 expected arrivals");
+  }
+  Mbarrier m;
+  m.pending = m.expected = count;
+  store(bar, m);
+}
+
+void mbarrier_arrive(std::uint64_t* bar, unsigned tx_bytes, bool arrive, const std::source_location& site) {
+  const Bookkeeping scope;
+  const char* name = !arrive ? "mbarrier_expect_tx" : tx_bytes > 0 ? "mbarrier_arrive_expect_tx" : "mbarrier_arrive";
+  check_in_kernel(name);
+  SIMT_TSAN_RELEASE(bar);  // what this thread did before arriving, for the threads that wait
+  Mbarrier m = read_bar(bar, name, site);
+  m.tx += tx_bytes;
+  if (m.tx > tx_limit) {
+    throw std::invalid_argument(std::string(name) + " (" + where(site) + "): the transaction count of mbarrier " +
+                                hex_address(bar) + " would reach " + std::to_string(m.tx) +
+                                ", past the PTX ISA's limit of 2^20 - 1 bytes in one phase");
+  }
+  if (arrive) {
+    --m.pending;
+    complete_phase_if_done(m, bar);
+  }
+  store(bar, m);
+}
+
+bool mbarrier_try_wait_parity(std::uint64_t* bar, unsigned parity, const std::source_location& site) {
+  check_in_kernel("mbarrier_try_wait_parity");
+  (void)read_bar(bar, "mbarrier_try_wait_parity", site);
+  if (parity > 1) {
+    throw std::invalid_argument("mbarrier_try_wait_parity (" + where(site) + "): parity " + std::to_string(parity) +
+                                " is not 0 or 1");
+  }
+  const ParityWait w{bar, parity};
+  BlockingWait condition;
+  condition.name = "mbarrier_try_wait_parity";
+  condition.done = &parity_done;
+  condition.describe = &parity_describe;
+  condition.context = &w;
+  wait_until(condition, site);
+  SIMT_TSAN_ACQUIRE(bar);
+  return true;
+}
+
+void named_barrier(unsigned id, unsigned count, bool wait, const std::source_location& site) {
+  const char* name = wait ? "named_barrier_sync" : "named_barrier_arrive";
+  check_in_kernel(name);
+  const unsigned threads = current_block_threads();
+  if (id < 1 || id > 15) {
+    throw std::invalid_argument(std::string(name) + " (" + where(site) + "): barrier id " + std::to_string(id) +
+                                "; named barriers are 1 .. 15 (0 is __syncthreads()'s)");
+  }
+  if (count == 0 || count % 32 != 0 || count > threads) {
+    throw std::invalid_argument(std::string(name) + " (" + where(site) + "): thread count " + std::to_string(count) +
+                                " must be a multiple of 32 (whole warps) from 32 to the block's " +
+                                std::to_string(threads));
+  }
+  NamedWait w{id, 0};
+  {
+    const Bookkeeping scope;  // closed before the wait: named_done takes its own
+    NamedBarrier& b = state().named[id];
+    if (b.expected == 0) {
+      b.expected = count;
+    } else if (b.expected != count) {
+      throw std::invalid_argument(std::string(name) + " (" + where(site) + "): " + who(this_thread()) +
+                                  " gives named barrier " + std::to_string(id) + " the count " + std::to_string(count) +
+                                  ", but the " + std::to_string(b.arrived) + " threads already there gave " +
+                                  std::to_string(b.expected) +
+                                  "; every thread of one use of a barrier must give the same count");
+    }
+    SIMT_TSAN_RELEASE(&named_tokens[id]);
+    w.generation = b.generation;
+    if (++b.arrived == b.expected) {
+      b.arrived = 0;
+      b.expected = 0;
+      ++b.generation;
+    }
+  }
+  if (!wait) return;
+  BlockingWait condition;
+  condition.name = name;
+  condition.done = &named_done;
+  condition.describe = &named_describe;
+  condition.context = &w;
+  wait_until(condition, site);
+  SIMT_TSAN_ACQUIRE(&named_tokens[id]);
+}
+
+void setmaxnreg(bool increase, int, const std::source_location& site) {
+  static constexpr const char* names[2] = {"setmaxnreg_dec", "setmaxnreg_inc"};
+  check_in_kernel(names[increase]);
+  WarpCollective op;
+  op.name = names[increase];
+  warpgroup_collective(op, site);
+}
+
+void cp_async_bulk_tensor_to_shared(void* dst, const TensorMap* map, int rank, const int* coordinates,
+                                    std::uint64_t* bar, const std::source_location& site) {
+  const Bookkeeping scope;
+  const char* name =
+      rank == 2 ? "cp_async_bulk_tensor_2d_global_to_shared" : "cp_async_bulk_tensor_3d_global_to_shared";
+  check_in_kernel(name);
+  if (map == nullptr || map->global == nullptr) {
+    throw std::invalid_argument(std::string(name) + " (" + where(site) +
+                                "): the tensor map was not made by simt::make_tensor_map");
+  }
+  const TensorMapShape& s = map->shape;
+  if (static_cast<int>(s.rank) != rank) {
+    throw std::invalid_argument(std::string(name) + " (" + where(site) + "): the tensor map has rank " +
+                                std::to_string(s.rank) + ", the copy " + std::to_string(rank));
+  }
+  const std::uint32_t bytes = box_bytes(s);
+  const std::uint32_t offset = shared_offset(dst, bytes, name, "shared destination", site);
+  const std::uint32_t alignment = map->swizzle == Swizzle::none ? 128u : 8u * swizzle_span(map->swizzle);
+  if (offset % alignment != 0) {
+    throw std::invalid_argument(
+        std::string(name) + " (" + where(site) + "): " + who(this_thread()) + " gives shared destination " +
+        hex32(offset) + ", which is not " + std::to_string(alignment) + "-byte aligned (" +
+        (map->swizzle == Swizzle::none
+             ? std::string("a TMA destination")
+             : "a destination swizzled in spans of " + std::to_string(swizzle_span(map->swizzle)) + " bytes") +
+        " must be)");
+  }
+  (void)read_bar(bar, name, site);
+  PendingCopy c;
+  c.dst = offset;
+  c.map = *map;
+  for (int i = 0; i < rank; ++i) c.coordinates[static_cast<std::size_t>(i)] = coordinates[i];
+  c.bar = bar;
+  c.bytes = bytes;
+  c.thread = this_thread();
+  c.site = site;
+  state().copies.push_back(c);
+  SIMT_TSAN_RELEASE(bar);  // for whoever lands the copy
+}
+
+void cp_async_bulk_tensor_to_global(const TensorMap* map, int rank, const int* coordinates, const void* src,
+                                    const std::source_location& site) {
+  const Bookkeeping scope;
+  const char* name = "cp_async_bulk_tensor_2d_shared_to_global";
+  check_in_kernel(name);
+  if (map == nullptr || map->global == nullptr) {
+    throw std::invalid_argument(std::string(name) + " (" + where(site) +
+                                "): the tensor map was not made by simt::make_tensor_map");
+  }
+  if (static_cast<int>(map->shape.rank) != rank) {
+    throw std::invalid_argument(std::string(name) + " (" + where(site) + "): the tensor map has rank " +
+                                std::to_string(map->shape.rank) + ", the copy " + std::to_string(rank));
+  }
+  const std::uint32_t offset = shared_offset(src, box_bytes(map->shape), name, "shared source", site);
+  const std::uint32_t alignment = map->swizzle == Swizzle::none ? 128u : 8u * swizzle_span(map->swizzle);
+  if (offset % alignment != 0) {
+    throw std::invalid_argument(std::string(name) + " (" + where(site) + "): " + who(this_thread()) +
+                                " gives shared source " + hex32(offset) + ", which is not " +
+                                std::to_string(alignment) + "-byte aligned");
+  }
+  ThreadState& ts = state().threads[this_thread()];
+  PendingStore st;
+  st.src = offset;
+  st.map = *map;
+  for (int i = 0; i < rank; ++i) st.coordinates[static_cast<std::size_t>(i)] = coordinates[i];
+  st.group = ts.bulk_committed;
+  st.site = site;
+  ts.stores.push_back(st);
+}
+
+void cp_async_bulk_commit_group(const std::source_location&) {
+  const Bookkeeping scope;
+  check_in_kernel("cp_async_bulk_commit_group");
+  ++state().threads[this_thread()].bulk_committed;
+}
+
+// PTX ISA, "cp.async.bulk.wait_group": waits until at most n of the newest bulk groups of this
+// thread are pending; with .read, until their reads of the source are done. On the CPU both land
+// the older groups' stores whole.
+void cp_async_bulk_wait_group(int n, const std::source_location&) {
+  const Bookkeeping scope;
+  check_in_kernel("cp_async_bulk_wait_group");
+  ThreadState& ts = state().threads[this_thread()];
+  const std::uint64_t keep_from = ts.bulk_committed > static_cast<std::uint64_t>(n) ? ts.bulk_committed - n : 0;
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < ts.stores.size(); ++i) {
+    if (ts.stores[i].group < keep_from) {
+      land_store(ts.stores[i]);
+    } else {
+      ts.stores[kept++] = ts.stores[i];
+    }
+  }
+  ts.stores.resize(kept);
+}
+
+std::optional<std::string> block_finished() {
+  const Bookkeeping scope;
+  BlockState& s = block_state;
+  if (s.serial != current_block_serial()) return std::nullopt;  // the block used nothing of this file
+  std::optional<std::string> report;
+  if (!s.copies.empty()) {
+    const PendingCopy& c = s.copies.front();
+    report = std::to_string(s.copies.size()) +
+             " TMA copies were still in flight when the block finished: " + who(c.thread) + " started one at " +
+             where(c.site) +
+             " and no thread waited on its mbarrier afterwards (on a GPU the block's shared memory may be "
+             "gone before they land)";
+  }
+  for (unsigned t = 0; t < s.threads.size() && !report; ++t) {
+    if (s.threads[t].stores.empty()) continue;
+    report = who(t) + " finished the kernel with the TMA store at " + where(s.threads[t].stores.front().site) +
+             " still in flight: no cp_async_bulk_wait_group covered its group (commit it, then wait; on a GPU "
+             "the block's shared memory may be gone before the store has read it)";
+  }
+  for (unsigned t = 0; t < s.threads.size() && !report; ++t) {
+    if (s.threads[t].pending.empty()) continue;
+    report = who(t) + " finished the kernel with the result of the wgmma at " +
+             where(s.threads[t].pending.front().site) +
+             " still in flight: no wgmma_wait_group covered its group (commit it, then wait)";
+  }
+  s.serial = ~std::uint64_t{0};
+  s.copies.clear();
+  return report;
+}
+
+}  // namespace detail
+}  // namespace cpu
+}  // namespace simt

@@ -1,0 +1,116 @@
+// The Hopper instructions on a real GPU (label gpu; SKIPPED without one, or on a GPU before
+// Hopper): the kernels of simt_hopper_test.cpp, compiled by nvcc for sm_90a
+// (simt_hopper_gpu_runs.cu), checked against the same figures (simt_hopper_reference.h) and
+// against the CPU emulation: the same shared-memory image, descriptor and tensor map give the same
+// D on both. What only the CPU can show (a read of an accumulator before its wait, a wait that can
+// never end) is not checked here: on a GPU those are undefined behaviour or a hang.
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "catch.h"
+#include "simt_hopper_kernels.cuh"  // the CPU build of the same kernels, simt_hopper_test::cpu::
+#include "simt_hopper_problems.h"
+
+using namespace simt_hopper_test;
+using simt::Major;
+using simt::Swizzle;
+
+// wgmma, setmaxnreg and TMA need compute capability 9.0 (and the kernels sm_90a's features).
+#define SKIP_UNLESS_SM90()                                                                                   \
+  do {                                                                                                       \
+    const int cc = gpu::compute_capability();                                                                \
+    if (cc != 90) {                                                                                          \
+      FA_SKIP("this GPU has compute capability " + std::to_string(cc / 10) + "." + std::to_string(cc % 10) + \
+              "; wgmma is an sm_90a instruction (H100, H200)");                                              \
+    }                                                                                                        \
+  } while (false)
+
+TEST_CASE("on the GPU wgmma reads every layout and swizzle as the figures and the CPU do", "[simt][gpu]") {
+  SKIP_UNLESS_SM90();
+  const Swizzle swizzle = GENERATE(Swizzle::none, Swizzle::b32, Swizzle::b64, Swizzle::b128);
+  const Major major_a = GENERATE(Major::k, Major::mn);
+  const Major major_b = GENERATE(Major::k, Major::mn);
+  const unsigned n = GENERATE(64u, 256u);
+  const bool bf16 = GENERATE(true, false);
+  const LayoutCase c{swizzle, major_a, major_b};
+  for (Content content : {Content::a_shows, Content::b_shows, Content::product}) {
+    const Matrices m = make_matrices(content, n, 16, 7);
+    const WgmmaProblemImage p = make_image(c, m, bf16, true);
+    INFO(describe(c) << ", n " << n << (bf16 ? ", bf16, " : ", f16, ") << to_string(content));
+    const auto d = gpu::wgmma(p);
+    CHECK(d_matrix(d, n) == product(m, true));  // exact: small integers and powers of two
+    CHECK(d == cpu::wgmma(p));
+  }
+}
+
+TEST_CASE("on the GPU wgmma with A from registers and with K-major descriptors moved along k", "[simt][gpu]") {
+  SKIP_UNLESS_SM90();
+  const Matrices m = make_matrices(Content::product, 128, 16, 3);
+  LayoutCase in_registers{Swizzle::b128, Major::k, Major::mn, true};
+  const auto p = make_image(in_registers, m, true, true);
+  CHECK(d_matrix(gpu::wgmma(p), 128) == product(m, true));
+  LayoutCase moved{Swizzle::b128, Major::k, Major::k};
+  moved.k_first = 48;
+  const auto q = make_image(moved, m, false, false);
+  CHECK(d_matrix(gpu::wgmma(q), 128) == product(m, false));
+}
+
+TEST_CASE("on the GPU TMA lands each chunk where the same swizzle's descriptor reads it, as on the CPU",
+          "[simt][gpu]") {
+  SKIP_UNLESS_SM90();
+  const Swizzle swizzle = GENERATE(Swizzle::none, Swizzle::b32, Swizzle::b64, Swizzle::b128);
+  const Major major_b = GENERATE(Major::k, Major::mn);
+  const TmaRoundTrip p = tma_round_trip(swizzle, major_b, 128, true, 5);
+  const auto d = gpu::tma_wgmma(p);
+  CHECK(d_matrix(d, 128) == p.expected);
+  CHECK(d == cpu::tma_wgmma(p));
+}
+
+TEST_CASE("on the GPU mbarrier phases, the producer/consumer ring and the ping-pong run as on the CPU", "[simt][gpu]") {
+  SKIP_UNLESS_SM90();
+  const MbarrierRun run = gpu::mbarrier_phases();
+  const MbarrierRun cpu_run = cpu::mbarrier_phases();
+  CHECK(run.passed_at_once == cpu_run.passed_at_once);
+  CHECK(run.seen == cpu_run.seen);
+  for (int stages : {1, 2, 4}) CHECK(gpu::producer_consumer(9, stages) == cpu::producer_consumer(9, stages));
+  const auto order = gpu::ping_pong(5);
+  for (unsigned i = 0; i < order.size(); ++i) CHECK(order[i] == static_cast<int>(i % 2));
+}
+
+TEST_CASE("on the GPU a TMA load places every element as the swizzle figures and the CPU do", "[simt][gpu]") {
+  SKIP_UNLESS_SM90();
+  const Swizzle swizzle = GENERATE(Swizzle::none, Swizzle::b32, Swizzle::b64, Swizzle::b128);
+  const std::uint32_t inner = swizzle == Swizzle::none ? 8 : simt::swizzle_span(swizzle) / 2;
+  const TmaBox b = make_box(2, {104, 40, 1}, {inner, 16, 1}, {1, 1, 1}, swizzle, {96, 30, 0});
+  CHECK(gpu::tma_load(b) == expected_load(b));
+  const TmaBox b3 = make_box(3, {24, 20, 4}, {8, 8, 2}, {1, 2, 1}, Swizzle::none, {16, 8, 3});
+  CHECK(gpu::tma_load(b3) == cpu::tma_load(b3));
+}
+
+TEST_CASE("on the GPU a TMA store writes the swizzled tile into the tensor, as on the CPU", "[simt][gpu]") {
+  SKIP_UNLESS_SM90();
+  const Swizzle swizzle = GENERATE(Swizzle::none, Swizzle::b128);
+  const std::uint32_t inner = swizzle == Swizzle::none ? 8 : 64;
+  const TmaBox source = make_box(2, {104, 40, 1}, {inner, 16, 1}, {1, 1, 1}, swizzle, {0, 0, 0});
+  TmaBox target = source;
+  std::fill(target.global.begin(), target.global.end(), std::uint16_t{0xffff});
+  target.coordinates[0] = 96;
+  target.coordinates[1] = 30;
+  const auto image = expected_load(source);
+  CHECK(gpu::tma_store(target, image) == cpu::tma_store(target, image));
+}
+
+TEST_CASE("on the GPU chapter 10's pipeline without the softmax gives what the CPU gives", "[simt][gpu]") {
+  SKIP_UNLESS_SM90();
+  std::vector<std::uint16_t> q(64 * 64), k(64 * 64 * 3), v(64 * 64 * 3);
+  std::uint32_t x = 12345;  // small integers -2 .. 2, as the CPU test draws them
+  for (auto* m : {&q, &k, &v}) {
+    for (auto& e : *m) {
+      x = x * 1664525u + 1013904223u;
+      e = bits_of(static_cast<float>(static_cast<int>((x >> 16) % 5) - 2), true);
+    }
+  }
+  for (int stages : {1, 2}) CHECK(gpu::gemm_pipeline(q, k, v, 3, stages) == cpu::gemm_pipeline(q, k, v, 3, stages));
+}
