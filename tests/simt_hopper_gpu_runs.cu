@@ -2,15 +2,3 @@
 // (simt_hopper_runs.h). Built for sm_90a (tests/CMakeLists.txt): compiling this file is the check
 // that the inline PTX of common/simt/hopper_gpu.h is what ptxas accepts.
 #include "simt_hopper_kernels.cuh"
-
-namespace simt_hopper_test::gpu {
-
-int compute_capability() {
-  int device = 0, major = 0, minor = 0;
-  SIMT_CUDA_CHECK(cudaGetDevice(&device));
-  SIMT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  SIMT_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-  return 10 * major + minor;
-}
-
-}  // namespace simt_hopper_test::gpu

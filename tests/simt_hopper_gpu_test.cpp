@@ -6,26 +6,20 @@
 // never end) is not checked here: on a GPU those are undefined behaviour or a hang.
 #include <algorithm>
 #include <cstdint>
-#include <string>
 #include <vector>
 
 #include "catch.h"
 #include "simt_hopper_kernels.cuh"  // the CPU build of the same kernels, simt_hopper_test::cpu::
 #include "simt_hopper_problems.h"
+#include "simt_runs_support.h"  // SIMT_SKIP_UNLESS_CC
 
 using namespace simt_hopper_test;
 using simt::Major;
 using simt::Swizzle;
 
 // wgmma, setmaxnreg and TMA need compute capability 9.0 (and the kernels sm_90a's features).
-#define SKIP_UNLESS_SM90()                                                                                   \
-  do {                                                                                                       \
-    const int cc = gpu::compute_capability();                                                                \
-    if (cc != 90) {                                                                                          \
-      FA_SKIP("this GPU has compute capability " + std::to_string(cc / 10) + "." + std::to_string(cc % 10) + \
-              "; wgmma is an sm_90a instruction (H100, H200)");                                              \
-    }                                                                                                        \
-  } while (false)
+#define SKIP_UNLESS_SM90() \
+  SIMT_SKIP_UNLESS_CC([](int cc) { return cc == 90; }, "wgmma is an sm_90a instruction (H100, H200)")
 
 TEST_CASE("on the GPU wgmma reads every layout and swizzle as the figures and the CPU do", "[simt][gpu]") {
   SKIP_UNLESS_SM90();

@@ -26,6 +26,27 @@ __device__ __forceinline__ std::uint8_t* aligned_shared(std::uint8_t* base) {
   return base + (1024u - address % 1024u) % 1024u;
 }
 
+// Thread 0 initialises the mbarrier for `count` arrivals and fences the init; the other threads
+// pass. The __syncthreads() that makes it safe for them to use it is the caller's.
+__device__ __forceinline__ void init_mbarrier(std::uint64_t* bar, unsigned count) {
+  if (threadIdx.x == 0) {
+    simt::mbarrier_init(bar, count);
+    simt::fence_mbarrier_init();
+  }
+}
+
+// The same for a ring of `stages` stages: full[s] for the producer's one arrival, empty[s] for
+// the arrivals of the 128 threads of the consumer warpgroup.
+__device__ __forceinline__ void init_ring(std::uint64_t* full, std::uint64_t* empty, int stages) {
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < stages; ++s) {
+      simt::mbarrier_init(&full[s], 1);
+      simt::mbarrier_init(&empty[s], 128);
+    }
+    simt::fence_mbarrier_init();
+  }
+}
+
 // D = A B + C by one wgmma (or k_steps of them, each reading 32 bytes further along K in both
 // operands' descriptors when those are K-major): A and B from the shared-memory image, or A from
 // registers (a_regs: 4 per thread, thread-major). c and d_out: N / 2 per thread, thread-major.
@@ -79,10 +100,7 @@ __global__ void tma_wgmma_kernel(const __grid_constant__ simt::TensorMap map_a,
   __shared__ __align__(8) std::uint64_t full;
   std::uint8_t* smem = aligned_shared(raw);
   const unsigned t = threadIdx.x;
-  if (t == 0) {
-    simt::mbarrier_init(&full, 1);
-    simt::fence_mbarrier_init();
-  }
+  init_mbarrier(&full, 1);
   __syncthreads();
   if (t == 0) {
     simt::mbarrier_arrive_expect_tx(&full, plan_a.bytes + plan_b.bytes);
@@ -123,9 +141,8 @@ __global__ void tma_load_kernel(const __grid_constant__ simt::TensorMap map, uns
   __shared__ __align__(8) std::uint64_t full;
   std::uint8_t* smem = aligned_shared(raw);
   const unsigned t = threadIdx.x;
+  init_mbarrier(&full, 1);
   if (t == 0) {
-    simt::mbarrier_init(&full, 1);
-    simt::fence_mbarrier_init();
     simt::mbarrier_arrive_expect_tx(&full, bytes);
     if (rank == 2) {
       simt::cp_async_bulk_tensor_2d_global_to_shared(smem, &map, c0, c1, &full);
@@ -185,13 +202,7 @@ __global__ void __launch_bounds__(256, 1) producer_consumer_kernel(int items, in
   __shared__ __align__(8) std::uint64_t empty[4];
   __shared__ float slot[4][128];
   const unsigned t = threadIdx.x;
-  if (t == 0) {
-    for (int s = 0; s < stages; ++s) {
-      simt::mbarrier_init(&full[s], 1);
-      simt::mbarrier_init(&empty[s], 128);
-    }
-    simt::fence_mbarrier_init();
-  }
+  init_ring(full, empty, stages);
   __syncthreads();
   if (t < 128) {
     simt::setmaxnreg_dec<40>();
@@ -255,14 +266,8 @@ __global__ void __launch_bounds__(256, 1)
   const auto k_tile = [&](int s) { return smem + tile_bytes * (1 + 2 * s); };
   const auto v_tile = [&](int s) { return smem + tile_bytes * (2 + 2 * s); };
   const unsigned t = threadIdx.x;
-  if (t == 0) {
-    simt::mbarrier_init(&q_full, 1);
-    for (int s = 0; s < stages; ++s) {
-      simt::mbarrier_init(&full[s], 1);
-      simt::mbarrier_init(&empty[s], 128);
-    }
-    simt::fence_mbarrier_init();
-  }
+  if (t == 0) simt::mbarrier_init(&q_full, 1);
+  init_ring(full, empty, stages);  // its fence covers q_full's init too: the same thread, before it
   __syncthreads();
   if (t < 128) {  // the producer warpgroup
     simt::setmaxnreg_dec<40>();

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/simt/hopper.h"
+#include "simt_runs_support.h"
 
 namespace simt_hopper_test {
 
@@ -101,14 +102,6 @@ struct MbarrierRun {
   /* Two warpgroups taking `turns` turns each through named barriers; the order of the turns. */                   \
   std::vector<int> ping_pong(int turns);
 
-namespace simt_hopper_test::cpu {
-SIMT_HOPPER_TEST_RUNNERS
-}  // namespace simt_hopper_test::cpu
-
-namespace simt_hopper_test::gpu {
-SIMT_HOPPER_TEST_RUNNERS
-// The compute capability of device 0 as 10 * major + minor (90 for an H100 or H200).
-int compute_capability();
-}  // namespace simt_hopper_test::gpu
+SIMT_DECLARE_RUNNERS(simt_hopper_test, SIMT_HOPPER_TEST_RUNNERS)
 
 #undef SIMT_HOPPER_TEST_RUNNERS

@@ -6,10 +6,10 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
-#include <string>
 #include <vector>
 
 #include "catch.h"
+#include "simt_runs_support.h"           // SIMT_SKIP_UNLESS_CC
 #include "simt_tensor_core_kernels.cuh"  // the CPU build of the same kernels, simt_tensor_test::cpu::
 #include "simt_tensor_core_tables.h"
 
@@ -17,14 +17,8 @@ using namespace simt_tensor_test;
 
 // mma.m16n8k16 with bf16 and cp.async need sm_80; built for an older GPU they trap
 // (common/simt/tensor_core_gpu.h). There the test case is skipped and says why.
-#define SKIP_UNLESS_SM80()                                                                                   \
-  do {                                                                                                       \
-    const int cc = gpu::compute_capability();                                                                \
-    if (cc < 80) {                                                                                           \
-      FA_SKIP("this GPU has compute capability " + std::to_string(cc / 10) + "." + std::to_string(cc % 10) + \
-              "; the tensor-core instructions tested here need 8.0 or newer");                               \
-    }                                                                                                        \
-  } while (false)
+#define SKIP_UNLESS_SM80() \
+  SIMT_SKIP_UNLESS_CC([](int cc) { return cc >= 80; }, "the tensor-core instructions tested here need 8.0 or newer")
 
 TEST_CASE("on the GPU mma m16n8k16 with the PTX fragments gives the exact A B + C", "[simt][gpu]") {
   SKIP_UNLESS_SM80();

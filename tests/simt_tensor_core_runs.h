@@ -10,6 +10,8 @@
 #include <span>
 #include <vector>
 
+#include "simt_runs_support.h"
+
 namespace simt_tensor_test {
 
 // What a run of the cp.async kernel saw, per thread, 4 words each (the 16 bytes of its slot).
@@ -61,20 +63,12 @@ struct Conversions {
   /* simt::bf16 / simt::f16 of each value, in a kernel. */                                                        \
   simt_tensor_test::Conversions conversions(std::span<const float> in);
 
-namespace simt_tensor_test::cpu {
-SIMT_TENSOR_TEST_RUNNERS
-}  // namespace simt_tensor_test::cpu
+SIMT_DECLARE_RUNNERS(simt_tensor_test, SIMT_TENSOR_TEST_RUNNERS)
 
 // The profiled copy (built for tests/simt_racecheck_test.cpp): every access seen by simt's race
 // checker (common/simt/racecheck.h).
 namespace simt_tensor_test::cpu_profiled {
 SIMT_TENSOR_TEST_RUNNERS
 }  // namespace simt_tensor_test::cpu_profiled
-
-namespace simt_tensor_test::gpu {
-SIMT_TENSOR_TEST_RUNNERS
-// The compute capability of device 0 as 10 * major + minor (80 for an A100, 90 for an H100).
-int compute_capability();
-}  // namespace simt_tensor_test::gpu
 
 #undef SIMT_TENSOR_TEST_RUNNERS

@@ -37,16 +37,8 @@
 #include "common/simt/fiber.h"
 #include "common/simt/launch_rules.h"
 #include "common/simt/observer.h"  // simt's memory profile and race checker: one call at each sync point
+#include "common/simt/tsan_annotations.h"
 #include "common/simt/warp_collective.h"
-
-#if defined(__SANITIZE_THREAD__) || SIMT_TSAN_ANNOTATIONS
-#include <sanitizer/tsan_interface.h>
-#define SIMT_TSAN_ACQUIRE(address) __tsan_acquire(address)
-#define SIMT_TSAN_RELEASE(address) __tsan_release(address)
-#else
-#define SIMT_TSAN_ACQUIRE(address) ((void)(address))
-#define SIMT_TSAN_RELEASE(address) ((void)(address))
-#endif
 
 namespace simt {
 inline namespace cpu {

@@ -37,16 +37,8 @@
 #include "common/simt/device_code.h"
 #include "common/simt/half_precision.h"
 #include "common/simt/hopper.h"
+#include "common/simt/tsan_annotations.h"
 #include "common/simt/warp_collective.h"
-
-#if defined(__SANITIZE_THREAD__)
-#include <sanitizer/tsan_interface.h>
-#define SIMT_TSAN_ACQUIRE(address) __tsan_acquire(address)
-#define SIMT_TSAN_RELEASE(address) __tsan_release(address)
-#else
-#define SIMT_TSAN_ACQUIRE(address) ((void)(address))
-#define SIMT_TSAN_RELEASE(address) ((void)(address))
-#endif
 
 namespace simt {
 inline namespace cpu {
@@ -67,6 +59,24 @@ unsigned this_thread() { return current_warp() * lanes + current_lane(); }
 std::string who(unsigned thread) {
   return "thread " + std::to_string(thread) + " (warp " + std::to_string(thread / lanes) + ", warpgroup " +
          std::to_string(thread / warpgroup_threads) + ")";
+}
+
+// A wait_group N of a thread that has committed `committed` groups: every item (a pending wgmma, a
+// bulk store) of the groups older than the N newest is retired, in order, by retire(item), and
+// leaves `items`; the others stay, in order.
+template <class Item, class Retire>
+void retire_older_groups(std::vector<Item>& items, std::uint64_t committed, int n, Retire&& retire) {
+  const std::uint64_t keep_from = committed > static_cast<std::uint64_t>(n) ? committed - n : 0;
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (items[i].group >= keep_from) {
+      if (kept != i) items[kept] = items[i];
+      ++kept;
+    } else {
+      retire(items[i]);
+    }
+  }
+  items.resize(kept);
 }
 
 // ---- The state of one block ---------------------------------------------------------------------
@@ -611,15 +621,7 @@ void wgmma_wait_group(int n, const std::source_location& site) {
   const Bookkeeping scope;
   check_in_kernel("wgmma_wait_group");
   ThreadState& ts = state().threads[this_thread()];
-  const std::uint64_t keep_from = ts.committed > static_cast<std::uint64_t>(n) ? ts.committed - n : 0;
-  std::size_t kept = 0;
-  for (std::size_t i = 0; i < ts.pending.size(); ++i) {
-    PendingAccumulator& p = ts.pending[i];
-    if (p.group >= keep_from) {
-      if (kept != i) ts.pending[kept] = p;
-      ++kept;
-      continue;
-    }
+  retire_older_groups(ts.pending, ts.committed, n, [&](PendingAccumulator& p) {
     for (int r = 0; r < p.count; ++r) {
       std::uint32_t bits;
       std::memcpy(&bits, &p.d[r], sizeof bits);
@@ -632,8 +634,7 @@ void wgmma_wait_group(int n, const std::source_location& site) {
       }
     }
     std::memcpy(p.d, p.values.data(), sizeof(float) * static_cast<std::size_t>(p.count));
-  }
-  ts.pending.resize(kept);
+  });
   ts.fenced = false;
 }
 
@@ -822,16 +823,7 @@ void cp_async_bulk_wait_group(int n, const std::source_location&) {
   const Bookkeeping scope;
   check_in_kernel("cp_async_bulk_wait_group");
   ThreadState& ts = state().threads[this_thread()];
-  const std::uint64_t keep_from = ts.bulk_committed > static_cast<std::uint64_t>(n) ? ts.bulk_committed - n : 0;
-  std::size_t kept = 0;
-  for (std::size_t i = 0; i < ts.stores.size(); ++i) {
-    if (ts.stores[i].group < keep_from) {
-      land_store(ts.stores[i]);
-    } else {
-      ts.stores[kept++] = ts.stores[i];
-    }
-  }
-  ts.stores.resize(kept);
+  retire_older_groups(ts.stores, ts.bulk_committed, n, [](auto& store) { land_store(store); });
 }
 
 std::optional<std::string> block_finished() {

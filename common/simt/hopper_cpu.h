@@ -186,9 +186,8 @@ inline void cp_async_bulk_tensor_2d_shared_to_global(const TensorMap* map, int c
   const int c[2] = {c0, c1};
   detail::cp_async_bulk_tensor_to_global(map, 2, c, src, site);
 }
-inline void cp_async_bulk_commit_group(std::source_location site = std::source_location::current()) {
-  detail::cp_async_bulk_commit_group(site);
-}
+// The waits for this thread's bulk groups (.read: for the reads of the source only; on the CPU the
+// stores land whole at either wait), and the commit that closes a group.
 template <int N>
 void cp_async_bulk_wait_group(std::source_location site = std::source_location::current()) {
   static_assert(N >= 0, "cp.async.bulk.wait_group N: N >= 0");
@@ -196,8 +195,10 @@ void cp_async_bulk_wait_group(std::source_location site = std::source_location::
 }
 template <int N>
 void cp_async_bulk_wait_group_read(std::source_location site = std::source_location::current()) {
-  static_assert(N >= 0, "cp.async.bulk.wait_group.read N: N >= 0");
-  detail::cp_async_bulk_wait_group(N, site);
+  cp_async_bulk_wait_group<N>(site);
+}
+inline void cp_async_bulk_commit_group(std::source_location site = std::source_location::current()) {
+  detail::cp_async_bulk_commit_group(site);
 }
 
 }  // namespace cpu

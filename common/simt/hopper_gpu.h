@@ -36,6 +36,20 @@
 #define SIMT_HAVE_SM90 0
 #endif
 
+// The body of an instruction that exists from sm_90 on (SIMT_SM90_ONLY) or only on sm_90a
+// (SIMT_SM90A_ONLY): the PTX itself there, a trap elsewhere, so that a kernel compiled for another
+// architecture that calls it stops at once instead of computing garbage.
+#if SIMT_HAVE_SM90
+#define SIMT_SM90_ONLY(...) __VA_ARGS__
+#else
+#define SIMT_SM90_ONLY(...) __trap()
+#endif
+#if SIMT_HAVE_SM90A
+#define SIMT_SM90A_ONLY(...) __VA_ARGS__
+#else
+#define SIMT_SM90A_ONLY(...) __trap()
+#endif
+
 namespace simt {
 inline namespace gpu {
 
@@ -49,24 +63,7 @@ __device__ __forceinline__ std::uint64_t make_wgmma_descriptor(const void* point
 // ---- wgmma ------------------------------------------------------------------------------------
 
 #if SIMT_HAVE_SM90A
-#define SIMT_WGMMA_DISPATCH(KIND, TYPE) \
-  if constexpr (N == 8) {               \
-    SIMT_WGMMA_##KIND##_N8(TYPE);       \
-  } else if constexpr (N == 16) {       \
-    SIMT_WGMMA_##KIND##_N16(TYPE);      \
-  } else if constexpr (N == 32) {       \
-    SIMT_WGMMA_##KIND##_N32(TYPE);      \
-  } else if constexpr (N == 64) {       \
-    SIMT_WGMMA_##KIND##_N64(TYPE);      \
-  } else if constexpr (N == 96) {       \
-    SIMT_WGMMA_##KIND##_N96(TYPE);      \
-  } else if constexpr (N == 128) {      \
-    SIMT_WGMMA_##KIND##_N128(TYPE);     \
-  } else if constexpr (N == 192) {      \
-    SIMT_WGMMA_##KIND##_N192(TYPE);     \
-  } else {                              \
-    SIMT_WGMMA_##KIND##_N256(TYPE);     \
-  }
+#define SIMT_WGMMA_DISPATCH(KIND, TYPE) SIMT_WGMMA_BY_N(KIND, TYPE)
 #else
 #define SIMT_WGMMA_DISPATCH(KIND, TYPE) __trap()
 #endif
@@ -103,67 +100,38 @@ __device__ __forceinline__ void wgmma_fence_operand(float (&d)[K]) {
 }
 
 __device__ __forceinline__ void wgmma_fence() {
-#if SIMT_HAVE_SM90A
-  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#else
-  __trap();
-#endif
+  SIMT_SM90A_ONLY(asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"));
 }
 __device__ __forceinline__ void wgmma_commit_group() {
-#if SIMT_HAVE_SM90A
-  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-#else
-  __trap();
-#endif
+  SIMT_SM90A_ONLY(asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"));
 }
 template <int N>
 __device__ __forceinline__ void wgmma_wait_group() {
   static_assert(N >= 0 && N <= 7, "wgmma.wait_group N: N is 0 .. 7");
-#if SIMT_HAVE_SM90A
-  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-#else
-  __trap();
-#endif
+  SIMT_SM90A_ONLY(asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"));
 }
 
 // ---- mbarrier, fences, named barriers, setmaxnreg ----------------------------------------------
 
 __device__ __forceinline__ void mbarrier_init(std::uint64_t* bar, unsigned count) {
-#if SIMT_HAVE_SM90
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(shared_address(bar)), "r"(count) : "memory");
-#else
-  __trap();
-#endif
+  SIMT_SM90_ONLY(asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(shared_address(bar)), "r"(count)
+                              : "memory"));
 }
 __device__ __forceinline__ void fence_mbarrier_init() {
-#if SIMT_HAVE_SM90
-  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-#else
-  __trap();
-#endif
+  SIMT_SM90_ONLY(asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"));
 }
 __device__ __forceinline__ void mbarrier_arrive(std::uint64_t* bar) {
-#if SIMT_HAVE_SM90
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(shared_address(bar)) : "memory");
-#else
-  __trap();
-#endif
+  SIMT_SM90_ONLY(asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(shared_address(bar)) : "memory"));
 }
 __device__ __forceinline__ void mbarrier_arrive_expect_tx(std::uint64_t* bar, unsigned bytes) {
-#if SIMT_HAVE_SM90
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(shared_address(bar)), "r"(bytes)
-               : "memory");
-#else
-  __trap();
-#endif
+  SIMT_SM90_ONLY(
+      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(shared_address(bar)), "r"(bytes)
+                   : "memory"));
 }
 __device__ __forceinline__ void mbarrier_expect_tx(std::uint64_t* bar, unsigned bytes) {
-#if SIMT_HAVE_SM90
-  asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;\n" ::"r"(shared_address(bar)), "r"(bytes)
-               : "memory");
-#else
-  __trap();
-#endif
+  SIMT_SM90_ONLY(
+      asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;\n" ::"r"(shared_address(bar)), "r"(bytes)
+                   : "memory"));
 }
 __device__ __forceinline__ bool mbarrier_try_wait_parity(std::uint64_t* bar, unsigned parity) {
 #if SIMT_HAVE_SM90
@@ -186,11 +154,7 @@ __device__ __forceinline__ void mbarrier_wait_parity(std::uint64_t* bar, unsigne
   }
 }
 __device__ __forceinline__ void fence_proxy_async_shared_cta() {
-#if SIMT_HAVE_SM90
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-#else
-  __trap();
-#endif
+  SIMT_SM90_ONLY(asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"));
 }
 __device__ __forceinline__ void named_barrier_sync(unsigned id, unsigned count) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
@@ -201,88 +165,59 @@ __device__ __forceinline__ void named_barrier_arrive(unsigned id, unsigned count
 template <int count>
 __device__ __forceinline__ void setmaxnreg_inc() {
   static_assert(count >= 24 && count <= 256 && count % 8 == 0, "setmaxnreg: 24 .. 256, a multiple of 8");
-#if SIMT_HAVE_SM90A
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(count));
-#else
-  __trap();
-#endif
+  SIMT_SM90A_ONLY(asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(count)));
 }
 template <int count>
 __device__ __forceinline__ void setmaxnreg_dec() {
   static_assert(count >= 24 && count <= 256 && count % 8 == 0, "setmaxnreg: 24 .. 256, a multiple of 8");
-#if SIMT_HAVE_SM90A
-  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(count));
-#else
-  __trap();
-#endif
+  SIMT_SM90A_ONLY(asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(count)));
 }
 
 // ---- TMA ---------------------------------------------------------------------------------------
 
 __device__ __forceinline__ void cp_async_bulk_tensor_2d_global_to_shared(void* dst, const TensorMap* map, int c0,
                                                                          int c1, std::uint64_t* bar) {
-#if SIMT_HAVE_SM90
-  asm volatile(
+  SIMT_SM90_ONLY(asm volatile(
       "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
           shared_address(dst)),
       "l"(&map->raw), "r"(c0), "r"(c1), "r"(shared_address(bar))
-      : "memory");
-#else
-  __trap();
-#endif
+      : "memory"));
 }
 __device__ __forceinline__ void cp_async_bulk_tensor_3d_global_to_shared(void* dst, const TensorMap* map, int c0,
                                                                          int c1, int c2, std::uint64_t* bar) {
-#if SIMT_HAVE_SM90
-  asm volatile(
+  SIMT_SM90_ONLY(asm volatile(
       "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], "
       "[%5];\n" ::"r"(shared_address(dst)),
       "l"(&map->raw), "r"(c0), "r"(c1), "r"(c2), "r"(shared_address(bar))
-      : "memory");
-#else
-  __trap();
-#endif
+      : "memory"));
 }
 
 __device__ __forceinline__ void cp_async_bulk_tensor_2d_shared_to_global(const TensorMap* map, int c0, int c1,
                                                                          const void* src) {
-#if SIMT_HAVE_SM90
-  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n" ::"l"(&map->raw),
-               "r"(c0), "r"(c1), "r"(shared_address(src))
-               : "memory");
-#else
-  __trap();
-#endif
+  SIMT_SM90_ONLY(
+      asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n" ::"l"(&map->raw),
+                   "r"(c0), "r"(c1), "r"(shared_address(src))
+                   : "memory"));
 }
 __device__ __forceinline__ void cp_async_bulk_commit_group() {
-#if SIMT_HAVE_SM90
-  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
-#else
-  __trap();
-#endif
+  SIMT_SM90_ONLY(asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"));
 }
 template <int N>
 __device__ __forceinline__ void cp_async_bulk_wait_group() {
   static_assert(N >= 0, "cp.async.bulk.wait_group N: N >= 0");
-#if SIMT_HAVE_SM90
-  asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
-#else
-  __trap();
-#endif
+  SIMT_SM90_ONLY(asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory"));
 }
 template <int N>
 __device__ __forceinline__ void cp_async_bulk_wait_group_read() {
   static_assert(N >= 0, "cp.async.bulk.wait_group.read N: N >= 0");
-#if SIMT_HAVE_SM90
-  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
-#else
-  __trap();
-#endif
+  SIMT_SM90_ONLY(asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory"));
 }
 
 }  // namespace gpu
 }  // namespace simt
 
 #undef SIMT_WGMMA_DISPATCH
+#undef SIMT_SM90A_ONLY
+#undef SIMT_SM90_ONLY
 #undef SIMT_HAVE_SM90A
 #undef SIMT_HAVE_SM90

@@ -18,6 +18,7 @@
 //   build/default/bin/simt_bench
 #include <benchmark/benchmark.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "common/simt/simt.h"
@@ -112,38 +113,30 @@ void BM_two_barriers(benchmark::State& state) {
 }
 BENCHMARK(BM_two_barriers)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
 
-void BM_mma(benchmark::State& state) {
-  constexpr int count = 4096;
+// One block of `threads` that runs Kernel(count, out) on one host thread, `shared` bytes of
+// dynamic shared memory; `counter` counts the kernel's `count` steps per second.
+template <auto Kernel>
+void run_steps(benchmark::State& state, unsigned threads, std::size_t shared, int count, const char* counter) {
   simt::set_host_threads(1);
-  simt::DeviceBuffer<float> out(32);
-  for (auto _ : state) simt::launch<bench::cpu::mma_kernel>(dim3(1), dim3(32), 0, count, out.data());
-  state.counters["mma/s"] =
+  simt::DeviceBuffer<float> out(threads);
+  for (auto _ : state) simt::launch<Kernel>(dim3(1), dim3(threads), shared, count, out.data());
+  state.counters[counter] =
       benchmark::Counter(static_cast<double>(state.iterations()) * count, benchmark::Counter::kIsRate);
   simt::reset_host_threads();
 }
+
+void BM_mma(benchmark::State& state) { run_steps<bench::cpu::mma_kernel>(state, 32, 0, 4096, "mma/s"); }
 // Timed in CPU time, not real time: the figure is mma per second of one core, whatever else the
 // machine runs (one host thread, no helpers: the block runs on the benchmark's own thread).
 BENCHMARK(BM_mma)->Unit(benchmark::kMillisecond);
 
 void BM_wgmma(benchmark::State& state) {
-  constexpr int count = 1024;
-  simt::set_host_threads(1);
-  simt::DeviceBuffer<float> out(128);
-  for (auto _ : state) simt::launch<bench::cpu::wgmma_kernel>(dim3(1), dim3(128), 8192 + 16384, count, out.data());
-  state.counters["wgmma/s"] =
-      benchmark::Counter(static_cast<double>(state.iterations()) * count, benchmark::Counter::kIsRate);
-  simt::reset_host_threads();
+  run_steps<bench::cpu::wgmma_kernel>(state, 128, 8192 + 16384, 1024, "wgmma/s");
 }
 BENCHMARK(BM_wgmma)->Unit(benchmark::kMillisecond);  // CPU time, as BM_mma
 
 void BM_mma_warpgroup(benchmark::State& state) {
-  constexpr int count = 1024;
-  simt::set_host_threads(1);
-  simt::DeviceBuffer<float> out(128);
-  for (auto _ : state) simt::launch<bench::cpu::mma_warpgroup_kernel>(dim3(1), dim3(128), 0, count, out.data());
-  state.counters["steps/s"] =
-      benchmark::Counter(static_cast<double>(state.iterations()) * count, benchmark::Counter::kIsRate);
-  simt::reset_host_threads();
+  run_steps<bench::cpu::mma_warpgroup_kernel>(state, 128, 0, 1024, "steps/s");
 }
 BENCHMARK(BM_mma_warpgroup)->Unit(benchmark::kMillisecond);  // CPU time, as BM_mma
 
