@@ -108,9 +108,9 @@ AttentionFlags::Inputs AttentionFlags::load() const {
           Tensor4<float>(k, normal<float>(k.size(), seed + 2)), fmt::format("normal(0, 1), seed {}", seed)};
 }
 
-std::string AttentionFlags::describe(const Inputs& in, Device device) const {
+std::string AttentionFlags::describe(const Inputs& in, Device run_on) const {
   return fmt::format("Q {}, K and V with seq_len {}{}; inputs: {}; device: {}", in.Q.shape.str(), in.K.shape.seq_len,
-                     causal ? ", causal" : "", in.origin, to_string(device));
+                     causal ? ", causal" : "", in.origin, to_string(run_on));
 }
 
 }  // namespace fa

@@ -484,7 +484,7 @@ struct AttentionFlags {
   Inputs load() const;
   // "Q [1, 2, 256, 64], K and V with seq_len 256, causal; inputs: normal(0, 1), seed 1; device: cpu",
   // the line a demo prints before its run. Never throws (but for memory).
-  std::string describe(const Inputs& in, Device device) const;
+  std::string describe(const Inputs& in, Device run_on) const;
 };
 
 }  // namespace fa
