@@ -22,6 +22,7 @@
 #include "chapters/10_hopper/hopper.h"
 #include "common/attention_shapes.h"
 #include "common/compare.h"
+#include "common/simt/schedule.h"
 
 namespace {
 
@@ -58,8 +59,8 @@ void check_case(const Case& c) {
   const auto V = ch06::round_to(raw.V, c.element, "V");
   INFO(describe(c, seed));
   const auto h = ch10::hopper_attention(Q, K, V, {.scale = c.scale, .causal = c.causal, .element = c.element}, kDevice);
-  const auto tc = ch06::tensor_core_attention(Q, K, V, {.scale = c.scale, .causal = c.causal, .element = c.element},
-                                              kDevice);
+  const auto tc =
+      ch06::tensor_core_attention(Q, K, V, {.scale = c.scale, .causal = c.causal, .element = c.element}, kDevice);
   const auto f32 = ch05::flash_attention_2(Q, K, V, {.scale = c.scale, .causal = c.causal, .tile = {64, 64}}, kDevice);
   const ch06::ErrorBudget budget = ch06::error_budget(Q, K, V, c.scale, c.causal, c.element);
 
@@ -105,6 +106,31 @@ TEST_CASE("the Hopper kernel agrees with chapter 06 within O's rounding, every o
   check_case({seq_len_q, seq_len_k, head_dim, causal, fa::default_scale(head_dim), alternating(k, head_dim, causal)});
 }
 
+#if !FA_TEST_ON_GPU
+TEST_CASE("the Hopper kernel agrees with chapter 06 under every schedule of simt's threads", "[ch10]") {
+  // The producer runs ahead of the consumer, or behind it, as the schedule has it (in order,
+  // reversed, seeded random): the full and empty mbarriers alone must keep the ring right. 300 x
+  // 700 causal is 11 key tiles for the last block, so each stage is refilled five times.
+  const std::size_t head_dim = GENERATE(64u, 128u);
+  const auto [schedule, seed] =
+      GENERATE(std::pair{simt::Schedule::in_order, 0u}, std::pair{simt::Schedule::reverse, 0u},
+               std::pair{simt::Schedule::random, 1u}, std::pair{simt::Schedule::random, 2u});
+  INFO("schedule " << static_cast<int>(schedule) << ", seed " << seed);
+  simt::set_schedule(schedule, seed);
+  struct Reset {  // SIMT_SCHEDULE (or in order) again after this case, even when a REQUIRE fails
+    ~Reset() { simt::reset_schedule(); }
+  } reset;
+  check_case(
+      {300, 700, head_dim, true, fa::default_scale(head_dim), head_dim == 64 ? ElementType::bf16 : ElementType::fp16});
+}
+#endif
+
+TEST_CASE("the Hopper kernel agrees with chapter 06 at seq_len 1000", "[ch10]") {
+  // 16 key tiles through the two-stage ring, 16 query blocks; one case per element type.
+  const auto element = GENERATE(ElementType::bf16, ElementType::fp16);
+  check_case({1000, 1000, 64, element == ElementType::fp16, fa::default_scale(64), element});
+}
+
 TEST_CASE("the Hopper kernel agrees with chapter 06 for a negative scale and for scale 0", "[ch10]") {
   // The scale is applied to S before the max (hopper.cuh, line 8): the max of the scaled scores is
   // their max whatever the scale's sign; scale 0 makes every weight 1 (O = the mean of V's rows).
@@ -119,7 +145,8 @@ TEST_CASE("rows that see no key give zeros in O and -inf in L, never NaN", "[ch1
   const auto element = GENERATE(ElementType::bf16, ElementType::fp16);
   const std::size_t head_dim = GENERATE(64u, 128u);
   const auto in = fa_test::make_inputs(1, 2, 100, 30, head_dim, 0.1, fa_test::Scores::normal, 10500);
-  const auto out = ch10::hopper_attention(in.Q, in.K, in.V, {.scale = 0.1, .causal = true, .element = element}, kDevice);
+  const auto out =
+      ch10::hopper_attention(in.Q, in.K, in.V, {.scale = 0.1, .causal = true, .element = element}, kDevice);
   for (std::size_t head = 0; head < 2; ++head) {
     for (std::size_t i = 0; i < 100; ++i) {
       const std::size_t row = head * 100 + i;

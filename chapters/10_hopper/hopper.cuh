@@ -89,12 +89,12 @@
 
 namespace ch10::SIMT_BACKEND {
 
-inline constexpr int kStages = 2;                  // the ring of K_j, V_j: tile j+1 lands while tile j is used
-inline constexpr int kWarpgroup = 128;             // threads
-inline constexpr int kThreads = 2 * kWarpgroup;    // the producer warpgroup, then the consumer
-inline constexpr int kBoxColumns = 64;             // elements of one 128-byte swizzled row
-inline constexpr unsigned kSwizzleBytes = 128;     // the row of a box, and the swizzle's span
-inline constexpr unsigned kSwizzleRepeat = 1024;   // 8 rows of 128 bytes: the pattern's repeat
+inline constexpr int kStages = 2;                 // the ring of K_j, V_j: tile j+1 lands while tile j is used
+inline constexpr int kWarpgroup = 128;            // threads
+inline constexpr int kThreads = 2 * kWarpgroup;   // the producer warpgroup, then the consumer
+inline constexpr int kBoxColumns = 64;            // elements of one 128-byte swizzled row
+inline constexpr unsigned kSwizzleBytes = 128;    // the row of a box, and the swizzle's span
+inline constexpr unsigned kSwizzleRepeat = 1024;  // 8 rows of 128 bytes: the pattern's repeat
 inline constexpr unsigned kFullMask = 0xffffffffu;
 // setmaxnreg's budgets (FA3 section 3.1: 24 or 40 for the producer, 232 or 240 for consumers):
 // with 256 threads, 40 x 128 + 232 x 128 fits the SM's 64 Ki registers with room to spare.
@@ -381,10 +381,9 @@ __global__ void __launch_bounds__(kThreads, 1)
 template <class Element>
 simt::TensorMap tensor_map(const Element* x, int batch_heads, int seq_len, int head_dim, int rows) {
   const auto d = static_cast<std::uint64_t>(head_dim), n = static_cast<std::uint64_t>(seq_len);
-  return simt::make_tensor_map(x, {d, n, static_cast<std::uint64_t>(batch_heads)},
-                               {d * sizeof(Element), n * d * sizeof(Element)},
-                               {static_cast<std::uint32_t>(kBoxColumns), static_cast<std::uint32_t>(rows), 1u},
-                               simt::Swizzle::b128);
+  return simt::make_tensor_map(
+      x, {d, n, static_cast<std::uint64_t>(batch_heads)}, {d * sizeof(Element), n * d * sizeof(Element)},
+      {static_cast<std::uint32_t>(kBoxColumns), static_cast<std::uint32_t>(rows), 1u}, simt::Swizzle::b128);
 }
 
 // One compiled instance (Element: the type of Q, K, V and O), launched on memory already on this

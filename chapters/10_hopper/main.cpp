@@ -70,7 +70,8 @@ and a consumer warpgroup; bf16 or fp16 inputs, float32 accumulation), checked ag
     const ch06::Options options_06{flags.scale, flags.causal, ch06::Options{}.tile, element};
     (void)ch06::check_problem(shape, options_06);
     ch10::check_device(device);
-    plan.memory.add("the rounded inputs, this kernel's and chapter 06's (Q, K, V, O, L)", 2 * ch10::memory_needed(shape));
+    plan.memory.add("the rounded inputs, this kernel's and chapter 06's (Q, K, V, O, L)",
+                    2 * ch10::memory_needed(shape));
     plan.memory.add(
         "the error budget's two float64 evaluations of O",
         fa::saturating_mul(2 * sizeof(double), fa::saturating_mul(fa::attention_rows(shape), shape.head_dim)));
@@ -107,17 +108,19 @@ float32. O is compared with chapter 06's mma.sync kernel on the same inputs.)",
     ch10::Result h = ch10::hopper_attention(Q, K, V, {flags.scale, flags.causal, element}, device);
     const ch06::Result tc = ch06::tensor_core_attention(Q, K, V, options_06, device);
     progress.stop();
-    fmt::print("time: {:.3f} ms on Hopper's path, {:.3f} ms for chapter 06's kernel ({}; wall clock of one run, "
-               "not a benchmark)\n",
-               h.elapsed_ms, tc.elapsed_ms, fa::to_string(device));
+    fmt::print(
+        "time: {:.3f} ms on Hopper's path, {:.3f} ms for chapter 06's kernel ({}; wall clock of one run, "
+        "not a benchmark)\n",
+        h.elapsed_ms, tc.elapsed_ms, fa::to_string(device));
 
     // Each kernel is within one budget of chapter 05's float32 O (error_budget.h), so the two are
     // within two budgets of each other (the triangle inequality); likewise L.
     const ch06::ErrorBudget budget = ch06::error_budget(Q, K, V, scale, flags.causal, element);
     const double bound = 2 * budget.bound;
-    fmt::print("error budget of {}: chapter 06's bound {:.3g} (rel L2 against float32); twice that between the\n"
-               "  two kernels: {:.3g}\n",
-               type, budget.bound, bound);
+    fmt::print(
+        "error budget of {}: chapter 06's bound {:.3g} (rel L2 against float32); twice that between the\n"
+        "  two kernels: {:.3g}\n",
+        type, budget.bound, bound);
     const fa::ErrorStats err_O = fa::compare(h.O.values, tc.O.values);
     fmt::print("agreement with chapter 06, O: {}\n  -> {}\n", fa::describe(err_O),
                fa::within(err_O, bound) ? "within the budget" : "OUTSIDE the budget");
