@@ -75,6 +75,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -106,32 +107,30 @@ constexpr std::size_t shared_bytes(int head_dim, int Br, int Bc) {
   return 2u * static_cast<std::size_t>(head_dim) * (static_cast<std::size_t>(Br) + 2u * kStages * Bc) + kSwizzleRepeat;
 }
 
-// The wgmma of one element type: A and B from shared memory (S = Q K^T), A from registers (O += P V),
-// and the float pair -> element pair packing of P.
+// The wgmma of one element type (bf16 or fp16): A and B from shared memory (S = Q K^T), A from
+// registers (O += P V), and the float pair -> element pair packing of P.
 template <class Element>
-struct ElementOps;
-template <>
-struct ElementOps<simt::bf16> {
-  __device__ static __forceinline__ std::uint32_t pack(float lo, float hi) { return simt::pack_bf16x2(lo, hi); }
+struct ElementOps {
+  static constexpr bool kBf16 = std::is_same_v<Element, simt::bf16>;
+  __device__ static __forceinline__ std::uint32_t pack(float lo, float hi) {
+    if constexpr (kBf16) return simt::pack_bf16x2(lo, hi);
+    return simt::pack_f16x2(lo, hi);
+  }
   template <int N>
   __device__ static __forceinline__ void qk(float (&d)[N / 2], std::uint64_t a, std::uint64_t b, bool scale_d) {
-    simt::wgmma_m64nNk16_bf16<N>(d, a, b, scale_d);
+    if constexpr (kBf16) {
+      simt::wgmma_m64nNk16_bf16<N>(d, a, b, scale_d);
+    } else {
+      simt::wgmma_m64nNk16_f16<N>(d, a, b, scale_d);
+    }
   }
   template <int N>
   __device__ static __forceinline__ void pv(float (&d)[N / 2], const std::uint32_t (&a)[4], std::uint64_t b) {
-    simt::wgmma_m64nNk16_bf16<N, simt::Major::mn>(d, a, b, true);
-  }
-};
-template <>
-struct ElementOps<simt::f16> {
-  __device__ static __forceinline__ std::uint32_t pack(float lo, float hi) { return simt::pack_f16x2(lo, hi); }
-  template <int N>
-  __device__ static __forceinline__ void qk(float (&d)[N / 2], std::uint64_t a, std::uint64_t b, bool scale_d) {
-    simt::wgmma_m64nNk16_f16<N>(d, a, b, scale_d);
-  }
-  template <int N>
-  __device__ static __forceinline__ void pv(float (&d)[N / 2], const std::uint32_t (&a)[4], std::uint64_t b) {
-    simt::wgmma_m64nNk16_f16<N, simt::Major::mn>(d, a, b, true);
+    if constexpr (kBf16) {
+      simt::wgmma_m64nNk16_bf16<N, simt::Major::mn>(d, a, b, true);
+    } else {
+      simt::wgmma_m64nNk16_f16<N, simt::Major::mn>(d, a, b, true);
+    }
   }
 };
 
@@ -386,8 +385,9 @@ simt::TensorMap tensor_map(const Element* x, int batch_heads, int seq_len, int h
       {static_cast<std::uint32_t>(kBoxColumns), static_cast<std::uint32_t>(rows), 1u}, simt::Swizzle::b128);
 }
 
-// One compiled instance (Element: the type of Q, K, V and O), launched on memory already on this
-// backend's device, waiting for it. Grid: (ceil(seq_len_q / Br), batch * heads); block: kThreads.
+// One compiled instance (Element: the type of Q, K, V and O), launched on the tensor maps of
+// memory already on this backend's device, waiting for it. Grid: (ceil(seq_len_q / Br), batch *
+// heads); block: kThreads.
 template <class Element, fa::KernelShape k>
 void launch_instance(const Element* Q, const Element* K, const Element* V, Element* O, float* L,
                      const DeviceProblem& p) {
@@ -395,13 +395,13 @@ void launch_instance(const Element* Q, const Element* K, const Element* V, Eleme
   constexpr auto kernel = hopper_kernel<Element, k.head_dim, Br, Bc>;
   constexpr std::size_t bytes = shared_bytes(k.head_dim, Br, Bc);
   simt::set_max_dynamic_shared_bytes<kernel>(bytes);
-  const simt::TensorMap map_q = tensor_map(Q, p.batch_heads, p.seq_len_q, k.head_dim, Br);
-  const simt::TensorMap map_k = tensor_map(K, p.batch_heads, p.seq_len_k, k.head_dim, Bc);
-  const simt::TensorMap map_v = tensor_map(V, p.batch_heads, p.seq_len_k, k.head_dim, Bc);
   const dim3 grid(static_cast<unsigned>((p.seq_len_q + Br - 1) / Br), static_cast<unsigned>(p.batch_heads));
   const auto scale_log2 = static_cast<float>(static_cast<double>(p.scale) * 1.4426950408889634);  // log2(e)
-  simt::launch<kernel>(simt::LaunchMode::synchronous, grid, dim3(kThreads), bytes, map_q, map_k, map_v, O, L,
-                       p.seq_len_q, p.seq_len_k, scale_log2, p.causal);
+  simt::launch<kernel>(simt::LaunchMode::synchronous, grid, dim3(kThreads), bytes,
+                       tensor_map(Q, p.batch_heads, p.seq_len_q, k.head_dim, Br),
+                       tensor_map(K, p.batch_heads, p.seq_len_k, k.head_dim, Bc),
+                       tensor_map(V, p.batch_heads, p.seq_len_k, k.head_dim, Bc), O, L, p.seq_len_q, p.seq_len_k,
+                       scale_log2, p.causal);
 }
 
 // Every compiled instance's launch for one element type, in kCompiled's order.
@@ -413,18 +413,18 @@ template <class Element>
 inline constexpr auto kInstances = instances<Element>(std::make_index_sequence<kCompiled.size()>{});
 
 // Host data in, host data out, for one element type: Q, K, V rounded to it on their way to the
-// device, O and L filled with NaN (DeviceBuffer::poison: an element the kernel does not write cannot
-// pass for a result), the launch, O (widened to float32, exactly) and L back.
+// device (simt::to_device), O and L filled with NaN (poison: an element the kernel does not write
+// cannot pass for a result), the launch of the instance for the head dim, O (widened to float32,
+// exactly) and L back.
 template <class Element>
 Result run_typed(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K, const fa::Tensor4<float>& V,
                  const DeviceProblem& problem) {
-  const auto q = simt::to_device<Element>(Q.values), k = simt::to_device<Element>(K.values),
-             v = simt::to_device<Element>(V.values);
+  const auto on_device = [](const fa::Tensor4<float>& x) { return simt::to_device<Element>(x.values); };
+  const auto q = on_device(Q), k = on_device(K), v = on_device(V);
   simt::DeviceBuffer<Element> o(Q.values.size());
-  simt::DeviceBuffer<float> l(Q.shape.batch * Q.shape.heads * Q.shape.seq_len);
+  simt::DeviceBuffer<float> l(static_cast<std::size_t>(problem.batch_heads) * problem.seq_len_q);
   o.poison();
   l.poison();
-
   const auto start = std::chrono::steady_clock::now();
   kInstances<Element>[fa::compiled_index(problem, kCompiled)](q.data(), k.data(), v.data(), o.data(), l.data(),
                                                               problem);

@@ -40,15 +40,10 @@ struct Options {
   ElementType element = ElementType::bf16;  // the type of Q, K, V and O inside the kernel
 };
 
-// O [batch, heads, seq_len_q, head_dim]: the kernel's bf16/fp16 output widened to float32
-// (exactly); L [batch, heads, seq_len_q]: float32 logsumexp of each row of the scaled scores,
-// m + log(l), -inf for a row that sees no key; and the wall time of the launch.
+// O (widened to float32), L (-inf for a row that sees no key) and the time of the launch, as
+// chapter 06 returns them; and the problem as the kernel sees it, with its element type.
 using Result = fa::KernelRun;
-
-// One attention problem as the kernel sees it (common/chapter.h), and the element type.
-struct DeviceProblem : fa::DeviceProblem {
-  ElementType element = ElementType::bf16;
-};
+using DeviceProblem = ch06::DeviceProblem;
 
 // The kernel's entry point, compiled into each build of hopper.cuh (ch10::cpu, where simt runs
 // wgmma, TMA and the mbarriers lane by lane; ch10::cpu_profiled; ch10::gpu, for sm_90a only):

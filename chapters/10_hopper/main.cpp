@@ -27,10 +27,8 @@
 
 namespace {
 
-// A rough cost of this demo on the CPU path, for the notice of a long run only: this kernel,
-// chapter 06's and the error budget's float64 evaluation, 4 x head_dim operations a score each, at
-// chapter 06's measured rate (a 2-core laptop).
-constexpr double kFlopsPerScore = 3 * 4;  // x head_dim
+// The rate of this demo on the CPU path, for the notice of a long run only: chapter 06's, measured
+// on a 2-core laptop (this kernel's emulation ran as fast as chapter 06's on 256 x 256).
 constexpr double kFlopsPerSecond = 0.6e9;
 
 }  // namespace
@@ -97,12 +95,11 @@ float32. O is compared with chapter 06's mma.sync kernel on the same inputs.)",
             type)});
 
     const fa::Tensor4<float>&Q = in.Q, &K = in.K, &V = in.V;
-    fmt::print("Q {}, K and V with seq_len {}{}; inputs: {}, rounded to {} (round to nearest even); device: {}\n\n",
-               Q.shape.str(), K.shape.seq_len, flags.causal ? ", causal" : "", in.origin, type, fa::to_string(device));
+    fmt::print("{}; rounded to {} (round to nearest even)\n\n", flags.describe(in, device), type);
 
-    const double flops = kFlopsPerScore * static_cast<double>(shape.batch * shape.heads) *
-                         static_cast<double>(shape.seq_len_q) * static_cast<double>(shape.seq_len_k) *
-                         static_cast<double>(shape.head_dim);
+    // A long run says so, and shows the kernels' blocks: this kernel, chapter 06's and the budget's
+    // float64 evaluation, each a forward pass's operations.
+    const double flops = 3 * fa::forward_flops(shape);
     const bool long_run = device == fa::Device::cpu && fa::announce_long_run(flops, kFlopsPerSecond);
     simt::ShowProgress progress("the Hopper kernel and chapter 06's", long_run);
     ch10::Result h = ch10::hopper_attention(Q, K, V, {flags.scale, flags.causal, element}, device);
