@@ -95,9 +95,9 @@ ElementType alternating(std::size_t shape_index, std::size_t head_dim, bool caus
 
 TEST_CASE("the Hopper kernel agrees with chapter 06 within O's rounding, every odd shape, head dim, causal", "[ch10]") {
   // The decode shape (one query), a single key, a tile and a bit (65: the second key tile holds one
-  // key, the second block one query row), seq_len_q != seq_len_k both ways (causal: the first 90
-  // rows of 203 x 113 see no key), and three key tiles (the ring wraps: stage 0 is refilled).
-  const std::vector<std::pair<std::size_t, std::size_t>> shapes{{1, 1},     {1, 257},   {65, 65},
+  // key, the second consumer warpgroup one query row; 129: the second block one row), seq_len_q != seq_len_k both ways
+  // (causal: the first 90 rows of 203 x 113 see no key), and three key tiles (the ring wraps: stage 0 is refilled).
+  const std::vector<std::pair<std::size_t, std::size_t>> shapes{{1, 1},     {1, 257},   {65, 65}, {129, 129},
                                                                 {113, 203}, {203, 113}, {64, 192}};
   const std::size_t k = GENERATE_COPY(range(std::size_t{0}, shapes.size()));
   const std::size_t head_dim = GENERATE(64u, 128u);
@@ -140,18 +140,21 @@ TEST_CASE("the Hopper kernel agrees with chapter 06 for a negative scale and for
 }
 
 TEST_CASE("rows that see no key give zeros in O and -inf in L, never NaN", "[ch10]") {
-  // Causal with seq_len_q = 100 > seq_len_k = 30: rows 0 .. 69 see no key (j <= i - 70). The first
-  // block (rows 0-63) sees none at all: it loads no key tile and must still write its rows.
+  // Causal with seq_len_q = 300 > seq_len_k = 30: rows 0 .. 269 see no key (j <= i - 270). The
+  // first two blocks (rows 0-127, 128-255) see none at all: they load no key tile, and their
+  // consumers must still write their rows; in the third, the first consumer's rows (256-319) are
+  // cut at seq_len_q and the ring serves both consumers.
   const auto element = GENERATE(ElementType::bf16, ElementType::fp16);
   const std::size_t head_dim = GENERATE(64u, 128u);
-  const auto in = fa_test::make_inputs(1, 2, 100, 30, head_dim, 0.1, fa_test::Scores::normal, 10500);
+  const std::size_t n = 300, blind = 270;
+  const auto in = fa_test::make_inputs(1, 2, n, 30, head_dim, 0.1, fa_test::Scores::normal, 10500);
   const auto out =
       ch10::hopper_attention(in.Q, in.K, in.V, {.scale = 0.1, .causal = true, .element = element}, kDevice);
   for (std::size_t head = 0; head < 2; ++head) {
-    for (std::size_t i = 0; i < 100; ++i) {
-      const std::size_t row = head * 100 + i;
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::size_t row = head * n + i;
       INFO("head " << head << ", row " << i);
-      if (i < 70) {
+      if (i < blind) {
         CHECK(std::isinf(out.L[row]));
         CHECK(out.L[row] < 0);
         for (std::size_t c = 0; c < head_dim; ++c) REQUIRE(out.O.values[row * head_dim + c] == 0.0f);

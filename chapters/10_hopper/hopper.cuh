@@ -3,16 +3,19 @@
 // What changed since chapter 06: the algorithm is the same (the same m, l, acc, m_new, m_safe,
 // rescale, the same causal mask, zeros and -inf for a row that sees no key); the machinery is
 // Hopper's (Shah et al. 2024, FlashAttention-3, section 3.1):
-//   - Warp specialisation: a block is two warpgroups (128 threads each). The first is the
+//   - Warp specialisation: a block is three warpgroups (128 threads each). The first is the
 //     producer: it lowers its registers (setmaxnreg.dec) and one of its threads issues every copy.
-//     The second is the consumer: it raises its registers (setmaxnreg.inc) and computes.
-//   - Copies by TMA (cp.async.bulk.tensor) instead of cp.async: one thread moves a whole 64 x 64
-//     box, which the hardware swizzles on its way into shared memory and zero-fills where it lies
-//     past the tensor (the tail of seq_len_q or seq_len_k); the tensor map is 3D, [batch * heads]
+//     The other two are consumers, 64 query rows each: they raise their registers (setmaxnreg.inc)
+//     and compute.
+//   - Ping-pong (FA3 section 3.1): the two consumers take turns, through two named barriers, to
+//     issue their S = Q K^T, so that on a GPU one's softmax runs under the other's GEMMs.
+//   - Copies by TMA (cp.async.bulk.tensor) instead of cp.async: one thread moves a whole box of
+//     64 columns (128 or 64 rows), which the hardware swizzles on its way into shared memory and zero-fills where it
+//     lies past the tensor (the tail of seq_len_q or seq_len_k); the tensor map is 3D, [batch * heads]
 //     [seq_len][head_dim], so that a box never reads the next head's rows.
 //   - K_j and V_j travel through a ring of kStages stages. Each stage has a "full" mbarrier (the
 //     producer's expect_tx, completed by the TMA's bytes) and an "empty" one (an arrival from each
-//     of the consumer's 128 threads once it is done with the stage). FA3 Algorithm 1, lines 5-9
+//     of the consumers' 256 threads once it is done with the stage). FA3 Algorithm 1, lines 5-9
 //     (producer) and 11-20 (consumer).
 //   - S = Q_i K_j^T by wgmma with both operands in shared memory, read through matrix descriptors
 //     (128-byte swizzle: the layout TMA wrote); O += P V_j by wgmma with P in registers as the A
@@ -20,16 +23,16 @@
 //   - One warpgroup owns 64 query rows (wgmma's M), four warps of 16: where a warp of chapter 06
 //     held 32 rows as two mma tiles, here each warp holds 16 rows of the warpgroup's one tile.
 //
-// The algorithm, for the block that owns query rows i0 .. i0+63 of head bh, with the line numbers of
+// The algorithm, for the block that owns query rows i0 .. i0+127 of head bh, with the line numbers of
 // chapter 06 (Dao 2023, FlashAttention-2, Algorithm 1) and of FA3's Algorithm 1:
 //   producer (FA3 lines 5-9):
 //    4. Q_i by TMA (once), completed on q_full
 //    7. for each key tile j: wait until stage j % kStages is empty; K_j, V_j by TMA into it,
 //       completed on its full mbarrier
-//   consumer (FA3 lines 11-20):
+//   each consumer warpgroup, on its 64 rows (FA3 lines 11-20):
 //    5. per row: m = -inf, l = 0, acc = 0 (acc: wgmma's accumulator fragments, HEAD_DIM / 2 a thread)
 //    6. wait for Q_i; for each key tile j (skipping the tiles a causal mask hides entirely):
-//         wait until stage j % kStages is full
+//         wait until stage j % kStages is full, and for this warpgroup's turn (ping-pong)
 //    8.   S = Q_i K_j^T by wgmma (shared x shared); -inf where masked (keys >= seq_len_k, causal)
 //    9.   m_new = max(m, rowmax(S)); P = exp(S - m_new); l = l exp(m - m_new) + rowsum(P)
 //   10.   acc = acc exp(m - m_new) + P V_j by wgmma (P from registers); release the stage (empty);
@@ -53,9 +56,9 @@
 //
 // Shared memory (dynamic, 1024-byte aligned for the 128-byte swizzle's repeat), each 64-column half
 // of a row of the head dim its own TMA box [rows][64] of 128-byte rows:
-//   Q_i  [HEAD_DIM / 64][64][64]                          8 KiB a half
+//   Q_i  [HEAD_DIM / 64][128][64]                         16 KiB a half (consumer wg: rows 64 wg ..)
 //   K    [kStages][HEAD_DIM / 64][Bc][64], V the same     8 KiB a half a stage
-// For HEAD_DIM = 128 that is 16 + 2 x 2 x 32 = 144 KiB (Hopper gives a block up to 227 KiB).
+// For HEAD_DIM = 128 that is 32 + 2 x 2 x 32 = 160 KiB (Hopper gives a block up to 227 KiB).
 //
 // This file is compiled into three builds (add_kernels, cmake/Chapters.cmake): by the host compiler
 // through common/simt (ch10::cpu), again with every memory access seen by simt's profile and race
@@ -90,17 +93,21 @@
 
 namespace ch10::SIMT_BACKEND {
 
-inline constexpr int kStages = 2;                 // the ring of K_j, V_j: tile j+1 lands while tile j is used
-inline constexpr int kWarpgroup = 128;            // threads
-inline constexpr int kThreads = 2 * kWarpgroup;   // the producer warpgroup, then the consumer
-inline constexpr int kBoxColumns = 64;            // elements of one 128-byte swizzled row
-inline constexpr unsigned kSwizzleBytes = 128;    // the row of a box, and the swizzle's span
-inline constexpr unsigned kSwizzleRepeat = 1024;  // 8 rows of 128 bytes: the pattern's repeat
+inline constexpr int kStages = 2;       // the ring of K_j, V_j: tile j+1 lands while tile j is used
+inline constexpr int kWarpgroup = 128;  // threads
+inline constexpr int kConsumers = 2;    // consumer warpgroups, 64 query rows each
+inline constexpr int kThreads = (1 + kConsumers) * kWarpgroup;  // the producer warpgroup, then the consumers
+inline constexpr int kBoxColumns = 64;                          // elements of one 128-byte swizzled row
+inline constexpr unsigned kSwizzleBytes = 128;                  // the row of a box, and the swizzle's span
+inline constexpr unsigned kSwizzleRepeat = 1024;                // 8 rows of 128 bytes: the pattern's repeat
 inline constexpr unsigned kFullMask = 0xffffffffu;
-// setmaxnreg's budgets (FA3 section 3.1: 24 or 40 for the producer, 232 or 240 for consumers):
-// with 256 threads, 40 x 128 + 232 x 128 fits the SM's 64 Ki registers with room to spare.
-inline constexpr int kProducerRegisters = 40;
-inline constexpr int kConsumerRegisters = 232;
+// setmaxnreg's budgets (FA3 section 3.1: 24 for the producer, 240 for two consumers): 24 x 128 +
+// 240 x 256 = 64512 registers, within the SM's 64 Ki.
+inline constexpr int kProducerRegisters = 24;
+inline constexpr int kConsumerRegisters = 240;
+// The named barriers of the ping-pong (0 is __syncthreads()'s): consumer warpgroup w waits on
+// kTurn + w before its S = Q K^T, and hands the turn to the other one after issuing it.
+inline constexpr int kTurn = 1;
 
 // Bytes of dynamic shared memory a block asks for: Q_i, the ring, and 1024 for the alignment.
 constexpr std::size_t shared_bytes(int head_dim, int Br, int Bc) {
@@ -153,7 +160,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     hopper_kernel(const __grid_constant__ simt::TensorMap map_q, const __grid_constant__ simt::TensorMap map_k,
                   const __grid_constant__ simt::TensorMap map_v, Element* __restrict__ O, float* __restrict__ L,
                   int seq_len_q, int seq_len_k, float scale_log2, bool causal) {
-  static_assert(Br == 64, "one consumer warpgroup: wgmma's M is 64 rows");
+  static_assert(Br == 64 * kConsumers, "64 rows (wgmma's M) per consumer warpgroup");
   static_assert(HEAD_DIM % kBoxColumns == 0 && Bc % 16 == 0 && Bc <= 256, "whole boxes; wgmma's N is at most 256");
   constexpr int kHalves = HEAD_DIM / kBoxColumns;  // 128-byte boxes across a row of the head dim
   constexpr unsigned kQHalf = Br * kSwizzleBytes;  // bytes of one box of Q_i
@@ -188,8 +195,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (tid == 0) {
     simt::mbarrier_init(&q_full, 1);
     for (int s = 0; s < kStages; ++s) {
-      simt::mbarrier_init(&full[s], 1);            // the producer's arrive_expect_tx; TMA completes the bytes
-      simt::mbarrier_init(&empty[s], kWarpgroup);  // every consumer thread, once done with the stage
+      simt::mbarrier_init(&full[s], 1);  // the producer's arrive_expect_tx; TMA completes the bytes
+      simt::mbarrier_init(&empty[s], kConsumers * kWarpgroup);  // every consumer thread, done with the stage
     }
     simt::fence_mbarrier_init();
   }
@@ -224,12 +231,14 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   // ---- The consumer warpgroup (FA3 Algorithm 1, lines 11-20) ----
   simt::setmaxnreg_inc<kConsumerRegisters>();
-  const int ct = tid - kWarpgroup;
+  const int wg = tid / kWarpgroup - 1;  // which consumer: rows 64 wg .. 64 wg + 63 of the block
+  const int ct = tid % kWarpgroup;
   const int warp = ct / 32;
   const int lane = ct % 32;
   const int g = lane / 4;  // this thread holds rows 16 warp + g and 16 warp + g + 8 of the tile
   const int t = lane % 4;  // ... columns 2t, 2t+1 of each 8-wide block
-  const int row0 = 16 * warp + g;
+  const int row0 = 64 * wg + 16 * warp + g;
+  std::uint8_t* const Qw = Qs + 64u * kSwizzleBytes * static_cast<unsigned>(wg);  // its 64 rows of each box
 
   // Line 5: the running state of this thread's two rows, [h]: row row0 + 8 h. m is the running max
   // of the scaled scores s = S c; l is this thread's part of the row sum (its own columns), the
@@ -241,10 +250,18 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int i = 0; i < HEAD_DIM / 2; ++i) acc[i] = 0.0f;
   const float c = scale_log2;
 
+  // Ping-pong (FA3 section 3.1): the two consumers take turns to issue S = Q K^T, so that one's
+  // softmax runs while the other's GEMMs do. Warpgroup 0 goes first: warpgroup 1 gives it its first
+  // turn. Each bar.sync / bar.arrive counts both warpgroups' 256 threads (PTX ISA, "bar, barrier").
+  // Warpgroup 1 hands back one turn fewer than it is given (none after its last tile), so that
+  // every use of each barrier is complete when the block ends.
+  if (wg == 1 && num_tiles > 0) simt::named_barrier_arrive(kTurn + 0, kConsumers * kWarpgroup);
+
   simt::mbarrier_wait_parity(&q_full, 0);  // Q_i has landed (phase 0)
   for (int j = 0; j < num_tiles; ++j) {    // line 6
     const int s = j % kStages;
-    simt::mbarrier_wait_parity(&full[s], (j / kStages) & 1);  // K_j and V_j have landed
+    simt::mbarrier_wait_parity(&full[s], (j / kStages) & 1);        // K_j and V_j have landed
+    simt::named_barrier_sync(kTurn + wg, kConsumers * kWarpgroup);  // this warpgroup's turn
 
     // Line 8: S = Q_i K_j^T, 16 columns of the head dim per wgmma. A = Q_i (64 x 16) and B = K_j^T
     // (16 x Bc) are both K-major: element (row, k) of a 128B-swizzled box lies at row 128 + 2 k,
@@ -257,11 +274,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int kd = 0; kd < HEAD_DIM / 16; ++kd) {
       const unsigned at = (kd / 4) * kQHalf + 32u * (kd % 4);
       const unsigned kv_at = (kd / 4) * kKVHalf + 32u * (kd % 4);
-      const std::uint64_t a = simt::make_wgmma_descriptor(Qs + at, simt::Swizzle::b128, 16, kSwizzleRepeat);
+      const std::uint64_t a = simt::make_wgmma_descriptor(Qw + at, simt::Swizzle::b128, 16, kSwizzleRepeat);
       const std::uint64_t b = simt::make_wgmma_descriptor(Ks(s) + kv_at, simt::Swizzle::b128, 16, kSwizzleRepeat);
       Ops::template qk<Bc>(S, a, b, kd > 0);
     }
     simt::wgmma_commit_group();
+    if (wg == 0 || j + 1 < num_tiles)
+      simt::named_barrier_arrive(kTurn + 1 - wg, kConsumers * kWarpgroup);  // the other's turn
     simt::wgmma_wait_group<0>();
     simt::wgmma_fence_operand(S);
 

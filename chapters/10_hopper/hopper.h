@@ -1,6 +1,6 @@
 // Chapter 10's host API: FlashAttention-3's forward design on Hopper's instructions (hopper.cuh):
 // wgmma from shared memory, TMA into a ring of stages with full and empty mbarriers, a producer
-// warpgroup and a consumer warpgroup; bf16 or fp16 inputs, float32 accumulation; on the CPU through
+// warpgroup and two consumer warpgroups in ping-pong; bf16 or fp16 inputs, float32 accumulation; on the CPU through
 // common/simt or on an H100/H200 (sm_90a), chosen at run time.
 //
 // The road of one run: main.cpp calls hopper_attention() below, which checks the problem
@@ -28,10 +28,10 @@ namespace ch10 {
 using ElementType = ch06::ElementType;
 
 // What is compiled into the kernel (template parameters): each element type, head dims 64 and 128,
-// one tile: Br = 64 query rows (one consumer warpgroup: wgmma's M is 64) by Bc = 64 keys (one TMA
+// one tile: Br = 128 query rows (two consumer warpgroups of 64: wgmma's M) by Bc = 64 keys (one TMA
 // box of K_j and of V_j per 64 columns of the head dim). Anything else is refused before a launch.
 inline constexpr std::array<int, 2> kHeadDims{64, 128};
-inline constexpr std::array<fa::Tile, 1> kTileShapes{{{64, 64}}};
+inline constexpr std::array<fa::Tile, 1> kTileShapes{{{128, 64}}};
 inline constexpr auto kCompiled = fa::every(kHeadDims, kTileShapes);
 
 struct Options {
