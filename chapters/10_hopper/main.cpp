@@ -84,14 +84,15 @@ and a consumer warpgroup; bf16 or fp16 inputs, float32 accumulation), checked ag
     ch06::check_score_range(in.Q, in.K, scale, element);
 
     program.start(fa::Banner{
-        fmt::format("FlashAttention-3 on Hopper: {}, Br = 64 rows (one consumer warpgroup), Bc = 64, {} TMA stages",
-                    type, 2),
+        fmt::format("FlashAttention-3 on Hopper: {}, Br = 128 rows (two consumer warpgroups of 64), Bc = 64, 2 TMA "
+                    "stages",
+                    type),
         fmt::format(
             R"(Chapter 06's algorithm on Hopper's instructions: a producer warpgroup copies Q_i once and K_j, V_j
-by TMA into a ring of two stages, each guarded by a "full" and an "empty" mbarrier; the consumer
-warpgroup computes S = Q K^T by wgmma straight from the swizzled shared memory, the online softmax
-in registers, and O += P V by wgmma with P as its register operand, in {0} numbers summed in
-float32. O is compared with chapter 06's mma.sync kernel on the same inputs.)",
+by TMA into a ring of two stages, each guarded by a "full" and an "empty" mbarrier; two consumer
+warpgroups, taking turns (ping-pong), compute S = Q K^T by wgmma straight from the swizzled shared
+memory, the online softmax in registers, and O += P V by wgmma with P as its register operand, in
+{0} numbers summed in float32. O is compared with chapter 06's mma.sync kernel on the same inputs.)",
             type)});
 
     const fa::Tensor4<float>&Q = in.Q, &K = in.K, &V = in.V;
