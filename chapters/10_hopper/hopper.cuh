@@ -33,7 +33,8 @@
 //    5. per row: m = -inf, l = 0, acc = 0 (acc: wgmma's accumulator fragments, HEAD_DIM / 2 a thread)
 //    6. wait for Q_i; for each key tile j (skipping the tiles a causal mask hides entirely):
 //         wait until stage j % kStages is full, and for this warpgroup's turn (ping-pong)
-//    8.   S = Q_i K_j^T by wgmma (shared x shared); -inf where masked (keys >= seq_len_k, causal)
+//    8.   S = Q_i K_j^T by wgmma (shared x shared); -inf where masked (keys >= seq_len_k, causal);
+//         issued one tile ahead, so that it runs under the previous tile's P V (FA3 Algorithm 2)
 //    9.   m_new = max(m, rowmax(S)); P = exp(S - m_new); l = l exp(m - m_new) + rowsum(P)
 //   10.   acc = acc exp(m - m_new) + P V_j by wgmma (P from registers); release the stage (empty);
 //         m = m_new
@@ -257,48 +258,50 @@ __global__ void __launch_bounds__(kThreads, 1)
   // every use of each barrier is complete when the block ends.
   if (wg == 1 && num_tiles > 0) simt::named_barrier_arrive(kTurn + 0, kConsumers * kWarpgroup);
 
-  simt::mbarrier_wait_parity(&q_full, 0);  // Q_i has landed (phase 0)
-  for (int j = 0; j < num_tiles; ++j) {    // line 6
-    const int s = j % kStages;
-    simt::mbarrier_wait_parity(&full[s], (j / kStages) & 1);        // K_j and V_j have landed
+  // Line 8: S = Q_i K_jj^T into `scores`, 16 columns of the head dim per wgmma, issued and committed
+  // but not waited for. A = Q_i (64 x 16) and B = K_jj^T (16 x Bc) are both K-major: element
+  // (row, k) of a 128B-swizzled box lies at row 128 + 2 k, swizzled; a descriptor moved 32 bytes
+  // along the row reads the next 16 (the swizzle is applied to the address, so the start need not
+  // be at a chunk's home). SBO = 1024: 8 rows of 128 bytes (PTX ISA, "Shared Memory Matrix Layout",
+  // K-major with a 128-byte swizzle; LBO is unused there). Around it, the ping-pong's turn.
+  auto issue_scores = [&](int jj, float(&scores)[Bc / 2]) {
+    const int ss = jj % kStages;
+    simt::mbarrier_wait_parity(&full[ss], (jj / kStages) & 1);      // K_jj and V_jj have landed
     simt::named_barrier_sync(kTurn + wg, kConsumers * kWarpgroup);  // this warpgroup's turn
-
-    // Line 8: S = Q_i K_j^T, 16 columns of the head dim per wgmma. A = Q_i (64 x 16) and B = K_j^T
-    // (16 x Bc) are both K-major: element (row, k) of a 128B-swizzled box lies at row 128 + 2 k,
-    // swizzled; a descriptor moved 32 bytes along the row reads the next 16 (the swizzle is applied
-    // to the address, so the start need not be at a chunk's home). SBO = 1024: 8 rows of 128 bytes
-    // (PTX ISA, "Shared Memory Matrix Layout", K-major with a 128-byte swizzle; LBO is unused there).
-    float S[Bc / 2];
     simt::wgmma_fence();
     CH10_UNROLL
     for (int kd = 0; kd < HEAD_DIM / 16; ++kd) {
       const unsigned at = (kd / 4) * kQHalf + 32u * (kd % 4);
       const unsigned kv_at = (kd / 4) * kKVHalf + 32u * (kd % 4);
       const std::uint64_t a = simt::make_wgmma_descriptor(Qw + at, simt::Swizzle::b128, 16, kSwizzleRepeat);
-      const std::uint64_t b = simt::make_wgmma_descriptor(Ks(s) + kv_at, simt::Swizzle::b128, 16, kSwizzleRepeat);
-      Ops::template qk<Bc>(S, a, b, kd > 0);
+      const std::uint64_t b = simt::make_wgmma_descriptor(Ks(ss) + kv_at, simt::Swizzle::b128, 16, kSwizzleRepeat);
+      Ops::template qk<Bc>(scores, a, b, kd > 0);
     }
     simt::wgmma_commit_group();
-    if (wg == 0 || j + 1 < num_tiles)
+    if (wg == 0 || jj + 1 < num_tiles) {
       simt::named_barrier_arrive(kTurn + 1 - wg, kConsumers * kWarpgroup);  // the other's turn
-    simt::wgmma_wait_group<0>();
-    simt::wgmma_fence_operand(S);
+    }
+  };
 
+  // Line 9 on tile jj, whose scores S holds (waited for): m_new, m_safe, rescale; P in place of S;
+  // l rescaled and the tile's sum added. acc is left alone (its P V may still be in flight).
+  float S[Bc / 2];
+  float m_new[2], m_safe[2], rescale[2];
+  auto softmax = [&](int jj) {
     // The scores in log2 units, and the mask where the tile needs it: element i of S is row
-    // row0 + 8 ((i / 2) % 2), key j Bc + 8 (i / 4) + 2t + i % 2. Keys past seq_len_k are TMA's
+    // row0 + 8 ((i / 2) % 2), key jj Bc + 8 (i / 4) + 2t + i % 2. Keys past seq_len_k are TMA's
     // zeros: the mask hides them (visible() <= seq_len_k).
     CH10_UNROLL
     for (int i = 0; i < Bc / 2; ++i) S[i] *= c;
-    if (j * Bc + Bc > unmasked_keys) {  // a tail tile or a tile on the diagonal
+    if (jj * Bc + Bc > unmasked_keys) {  // a tail tile or a tile on the diagonal
       CH10_UNROLL
       for (int i = 0; i < Bc / 2; ++i) {
         const int row = i0 + row0 + 8 * ((i / 2) % 2);
-        if (j * Bc + 8 * (i / 4) + 2 * t + i % 2 >= visible(row)) S[i] = -INFINITY;
+        if (jj * Bc + 8 * (i / 4) + 2 * t + i % 2 >= visible(row)) S[i] = -INFINITY;
       }
     }
 
     // Line 9: the new max of each row: this thread's columns, then its quad (lanes ^1, ^2).
-    float m_new[2], m_safe[2], rescale[2];
     CH10_UNROLL
     for (int h = 0; h < 2; ++h) {
       float tile_max = -INFINITY;
@@ -323,24 +326,44 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     l[0] = l[0] * rescale[0] + tile_sum[0];
     l[1] = l[1] * rescale[1] + tile_sum[1];
+  };
 
-    // Line 10: acc = acc exp(m - m_new) + P V_j. First the rescale of what is already there
-    // (ordinary code writing wgmma's accumulator: before the wgmma_fence below).
-    CH10_UNROLL
-    for (int i = 0; i < HEAD_DIM / 2; ++i) acc[i] *= rescale[(i / 2) % 2];
-    // P as A from registers: columns 16 ks .. 16 ks + 15 of the accumulator, packed in pairs, are
-    // exactly the A fragment of the next wgmma (hopper.h, "Register Fragments"), rounded to the
-    // element type. B = V_j (Bc keys x HEAD_DIM) is N-major (the head dim contiguous): element
-    // (key, n) at (n / 64) LBO + (key / 8) SBO + (key % 8) 128 + (n % 64) 2, so LBO = one box
-    // (Bc rows of 128 bytes) and SBO = 1024; 16 keys further is 2048 bytes.
-    std::uint32_t p[Bc / 16][4];
+  // P as A from registers: columns 16 ks .. 16 ks + 15 of the accumulator, packed in pairs, are
+  // exactly the A fragment of the next wgmma (hopper.h, "Register Fragments"), rounded to the
+  // element type.
+  std::uint32_t p[Bc / 16][4];
+  auto pack_P = [&](std::uint32_t(&into)[Bc / 16][4]) {
     CH10_UNROLL
     for (int ks = 0; ks < Bc / 16; ++ks) {
-      p[ks][0] = Ops::pack(S[8 * ks], S[8 * ks + 1]);
-      p[ks][1] = Ops::pack(S[8 * ks + 2], S[8 * ks + 3]);
-      p[ks][2] = Ops::pack(S[8 * ks + 4], S[8 * ks + 5]);
-      p[ks][3] = Ops::pack(S[8 * ks + 6], S[8 * ks + 7]);
+      into[ks][0] = Ops::pack(S[8 * ks], S[8 * ks + 1]);
+      into[ks][1] = Ops::pack(S[8 * ks + 2], S[8 * ks + 3]);
+      into[ks][2] = Ops::pack(S[8 * ks + 4], S[8 * ks + 5]);
+      into[ks][3] = Ops::pack(S[8 * ks + 6], S[8 * ks + 7]);
     }
+  };
+
+  // Intra-warpgroup overlap (FA3 Algorithm 2): tile 0's S and softmax first; then in each step the
+  // next tile's S = Q K^T and this tile's P V_j are both in flight, wgmma_wait_group<1> waits for
+  // the older (S) only, and the next tile's softmax runs while P V_j does. At the top of step j:
+  // p holds P of tile j, acc is scaled to m, and no wgmma is in flight.
+  simt::mbarrier_wait_parity(&q_full, 0);  // Q_i has landed (phase 0)
+  if (num_tiles > 0) {
+    issue_scores(0, S);
+    simt::wgmma_wait_group<0>();
+    simt::wgmma_fence_operand(S);
+    softmax(0);  // (acc is 0: its rescale can wait)
+    pack_P(p);
+    m[0] = m_new[0];
+    m[1] = m_new[1];
+  }
+  for (int j = 0; j < num_tiles; ++j) {  // line 6
+    const int s = j % kStages;
+    const bool next = j + 1 < num_tiles;
+    if (next) issue_scores(j + 1, S);  // group 1: S of tile j+1 (P of tile j is in p already)
+
+    // Line 10: acc += P V_j (group 2). B = V_j (Bc keys x HEAD_DIM) is N-major (the head dim
+    // contiguous): element (key, n) at (n / 64) LBO + (key / 8) SBO + (key % 8) 128 + (n % 64) 2,
+    // so LBO = one box (Bc rows of 128 bytes) and SBO = 1024; 16 keys further is 2048 bytes.
     simt::wgmma_fence_operand(acc);
     simt::wgmma_fence();
     CH10_UNROLL
@@ -350,11 +373,29 @@ __global__ void __launch_bounds__(kThreads, 1)
       Ops::template pv<HEAD_DIM>(acc, p[ks], b);
     }
     simt::wgmma_commit_group();
-    simt::wgmma_wait_group<0>();
+
+    std::uint32_t p_next[Bc / 16][4];
+    if (next) {
+      simt::wgmma_wait_group<1>();  // S of tile j+1 has landed; P V_j may still run
+      simt::wgmma_fence_operand(S);
+      softmax(j + 1);  // line 9 of tile j+1, under P V_j
+      pack_P(p_next);  // (p is still P V_j's operand)
+    }
+    simt::wgmma_wait_group<0>();  // P V_j is in acc
     simt::wgmma_fence_operand(acc);
     simt::mbarrier_arrive(&empty[s]);  // this thread is done with stage s: the producer may refill it
-    m[0] = m_new[0];                   // line 10: m = m_new
-    m[1] = m_new[1];
+    if (next) {
+      // Line 10 for tile j+1: acc exp(m - m_new), before its P V; m = m_new.
+      CH10_UNROLL
+      for (int i = 0; i < HEAD_DIM / 2; ++i) acc[i] *= rescale[(i / 2) % 2];
+      CH10_UNROLL
+      for (int ks = 0; ks < Bc / 16; ++ks) {
+        CH10_UNROLL
+        for (int r = 0; r < 4; ++r) p[ks][r] = p_next[ks][r];
+      }
+      m[0] = m_new[0];
+      m[1] = m_new[1];
+    }
   }
 
   // Lines 12-13: the quad's parts of l added up; divide once; L in natural logarithms,
