@@ -34,7 +34,7 @@
 //    6. wait for Q_i; for each key tile j (skipping the tiles a causal mask hides entirely):
 //         wait until stage j % kStages is full, and for this warpgroup's turn (ping-pong)
 //    8.   S = Q_i K_j^T by wgmma (shared x shared); -inf where masked (keys >= seq_len_k, causal);
-//         issued one tile ahead, so that it runs under the previous tile's P V (FA3 Algorithm 2)
+//         issued one tile ahead, in flight beside the previous tile's P V (FA3 Algorithm 2)
 //    9.   m_new = max(m, rowmax(S)); P = exp(S - m_new); l = l exp(m - m_new) + rowsum(P)
 //   10.   acc = acc exp(m - m_new) + P V_j by wgmma (P from registers); release the stage (empty);
 //         m = m_new
@@ -342,10 +342,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   };
 
-  // Intra-warpgroup overlap (FA3 Algorithm 2): tile 0's S and softmax first; then in each step the
-  // next tile's S = Q K^T and this tile's P V_j are both in flight, wgmma_wait_group<1> waits for
-  // the older (S) only, and the next tile's softmax runs while P V_j does. At the top of step j:
-  // p holds P of tile j, acc is scaled to m, and no wgmma is in flight.
+  // Intra-warpgroup overlap (FA3 Algorithm 2), in part: tile 0's S and softmax first; then in each
+  // step the next tile's S = Q K^T is issued before this tile's P V_j, and both are in flight
+  // together. At the top of step j: p holds P of tile j, acc is scaled to m, and no wgmma is in
+  // flight.
   simt::mbarrier_wait_parity(&q_full, 0);  // Q_i has landed (phase 0)
   if (num_tiles > 0) {
     issue_scores(0, S);
@@ -374,25 +374,21 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     simt::wgmma_commit_group();
 
-    std::uint32_t p_next[Bc / 16][4];
-    if (next) {
-      simt::wgmma_wait_group<1>();  // S of tile j+1 has landed; P V_j may still run
-      simt::wgmma_fence_operand(S);
-      softmax(j + 1);  // line 9 of tile j+1, under P V_j
-      pack_P(p_next);  // (p is still P V_j's operand)
-    }
-    simt::wgmma_wait_group<0>();  // P V_j is in acc
+    // Both groups waited for at once. FA3 Algorithm 2 waits for the S alone here
+    // (wgmma_wait_group<1>) and runs the next softmax under P V_j; written so, ptxas (CUDA 13.0)
+    // serialises every wgmma of the kernel (C7514: "non wgmma instructions reading accumulator
+    // registers of a wgmma between start and end of the pipeline stage", the softmax's reads of
+    // S), which would undo what the overlap is for: docs/10, "What is not there yet".
+    simt::wgmma_wait_group<0>();  // S of tile j+1 and P V_j have landed
     simt::wgmma_fence_operand(acc);
+    simt::wgmma_fence_operand(S);
     simt::mbarrier_arrive(&empty[s]);  // this thread is done with stage s: the producer may refill it
     if (next) {
+      softmax(j + 1);  // line 9 of tile j+1
+      pack_P(p);
       // Line 10 for tile j+1: acc exp(m - m_new), before its P V; m = m_new.
       CH10_UNROLL
       for (int i = 0; i < HEAD_DIM / 2; ++i) acc[i] *= rescale[(i / 2) % 2];
-      CH10_UNROLL
-      for (int ks = 0; ks < Bc / 16; ++ks) {
-        CH10_UNROLL
-        for (int r = 0; r < 4; ++r) p[ks][r] = p_next[ks][r];
-      }
       m[0] = m_new[0];
       m[1] = m_new[1];
     }
