@@ -1,0 +1,518 @@
+// Chapter 10: FlashAttention-3's forward design on Hopper's instructions.
+//
+// What changed since chapter 06: the algorithm is the same (the same m, l, acc, m_new, m_safe,
+// rescale, the same causal mask, zeros and -inf for a row that sees no key); the machinery is
+// Hopper's (Shah et al. 2024, FlashAttention-3, section 3.1):
+//   - Warp specialisation: a block is three warpgroups (128 threads each). The first is the
+//     producer: it lowers its registers (setmaxnreg.dec) and one of its threads issues every copy.
+//     The other two are consumers, 64 query rows each: they raise their registers (setmaxnreg.inc)
+//     and compute.
+//   - Ping-pong (FA3 section 3.1): the two consumers take turns, through two named barriers, to
+//     issue their S = Q K^T, so that on a GPU one's softmax runs under the other's GEMMs.
+//   - Copies by TMA (cp.async.bulk.tensor) instead of cp.async: one thread moves a whole box of
+//     64 columns (128 or 64 rows), which the hardware swizzles on its way into shared memory and zero-fills where it
+//     lies past the tensor (the tail of seq_len_q or seq_len_k); the tensor map is 3D, [batch * heads]
+//     [seq_len][head_dim], so that a box never reads the next head's rows.
+//   - K_j and V_j travel through a ring of kStages stages. Each stage has a "full" mbarrier (the
+//     producer's expect_tx, completed by the TMA's bytes) and an "empty" one (an arrival from each
+//     of the consumers' 256 threads once it is done with the stage). FA3 Algorithm 1, lines 5-9
+//     (producer) and 11-20 (consumer).
+//   - S = Q_i K_j^T by wgmma with both operands in shared memory, read through matrix descriptors
+//     (128-byte swizzle: the layout TMA wrote); O += P V_j by wgmma with P in registers as the A
+//     operand (its accumulator layout is the A fragment's, as with mma.sync in chapter 06).
+//   - One warpgroup owns 64 query rows (wgmma's M), four warps of 16: where a warp of chapter 06
+//     held 32 rows as two mma tiles, here each warp holds 16 rows of the warpgroup's one tile.
+//
+// The algorithm, for the block that owns query rows i0 .. i0+127 of head bh, with the line numbers of
+// chapter 06 (Dao 2023, FlashAttention-2, Algorithm 1) and of FA3's Algorithm 1:
+//   producer (FA3 lines 5-9):
+//    4. Q_i by TMA (once), completed on q_full
+//    7. for each key tile j: wait until stage j % kStages is empty; K_j, V_j by TMA into it,
+//       completed on its full mbarrier
+//   each consumer warpgroup, on its 64 rows (FA3 lines 11-20):
+//    5. per row: m = -inf, l = 0, acc = 0 (acc: wgmma's accumulator fragments, HEAD_DIM / 2 a thread)
+//    6. wait for Q_i; for each key tile j (skipping the tiles a causal mask hides entirely):
+//         wait until stage j % kStages is full, and for this warpgroup's turn (ping-pong)
+//    8.   S = Q_i K_j^T by wgmma (shared x shared); -inf where masked (keys >= seq_len_k, causal);
+//         issued one tile ahead, in flight beside the previous tile's P V (FA3 Algorithm 2)
+//    9.   m_new = max(m, rowmax(S)); P = exp(S - m_new); l = l exp(m - m_new) + rowsum(P)
+//   10.   acc = acc exp(m - m_new) + P V_j by wgmma (P from registers); release the stage (empty);
+//         m = m_new
+//   12. O_i = acc / l (0 for a row that saw no key)
+//   13. L_i = m + log(l) (-inf for such a row)
+//   14. write O_i (element type; plain stores, two elements a store)
+//   15. write L_i (float32)
+//
+// The exponentials are base 2, as in chapter 06, but the scale is applied to S before the max
+// (s = S c with c = scale log2(e), then exp2(s - m)): one FMUL more a score than chapter 06's FFMA,
+// and any finite scale works without moving it into Q_i (a TMA copy cannot scale on its way).
+// L = m ln(2) + ln(l) turns it back to natural logarithms.
+//
+// Who holds what (PTX ISA, "Register Fragments" of wgmma .m64nNk16): thread `ct` of the consumer
+// warpgroup, warp w = ct / 32, lane, g = lane / 4, t = lane % 4:
+//   d[i] (accumulator, f32) = D[16 w + g + 8 ((i / 2) % 2)][8 (i / 4) + 2 t + i % 2]
+//   a[j] (A from registers)  = A[16 w + g + 8 (j % 2)][8 (j / 2) + 2 t], two elements
+// So a thread holds parts of rows 16 w + g and 16 w + g + 8, and the four threads of a quad hold
+// whole rows: a row's max and sum combine with two xor-shuffles (lanes ^1, ^2), as in chapter 06.
+//
+// Shared memory (dynamic, 1024-byte aligned for the 128-byte swizzle's repeat), each 64-column half
+// of a row of the head dim its own TMA box [rows][64] of 128-byte rows:
+//   Q_i  [HEAD_DIM / 64][128][64]                         16 KiB a half (consumer wg: rows 64 wg ..)
+//   K    [kStages][HEAD_DIM / 64][Bc][64], V the same     8 KiB a half a stage
+// For HEAD_DIM = 128 that is 32 + 2 x 2 x 32 = 160 KiB (Hopper gives a block up to 227 KiB).
+//
+// This file is compiled into three builds (add_kernels, cmake/Chapters.cmake): by the host compiler
+// through common/simt (ch10::cpu), again with every memory access seen by simt's profile and race
+// checker (ch10::cpu_profiled), and by nvcc for sm_90a only (ch10::gpu).
+//
+// Source: Shah et al. 2024, FlashAttention-3 (arXiv:2407.08608), Algorithm 1, section 3.1 (producer
+// and consumer warpgroups, setmaxnreg, the TMA ring); the PTX ISA, "Asynchronous Warpgroup Level
+// Matrix Multiply-Accumulate Instructions" (wgmma, matrix descriptors, swizzles), "cp.async.bulk.tensor",
+// "mbarrier", "setmaxnreg"; the CUDA Driver API, cuTensorMapEncodeTiled.
+// Run the demo: build/default/bin/ch10_hopper
+#pragma once
+
+#include <chrono>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "chapters/10_hopper/hopper.h"
+#include "common/simt/simt.h"
+
+#if defined(__CUDACC__)
+#define CH10_UNROLL _Pragma("unroll")
+#else
+#define CH10_UNROLL
+#endif
+
+namespace ch10::SIMT_BACKEND {
+
+inline constexpr int kStages = 2;       // the ring of K_j, V_j: tile j+1 lands while tile j is used
+inline constexpr int kWarpgroup = 128;  // threads
+inline constexpr int kConsumers = 2;    // consumer warpgroups, 64 query rows each
+inline constexpr int kThreads = (1 + kConsumers) * kWarpgroup;  // the producer warpgroup, then the consumers
+inline constexpr int kBoxColumns = 64;                          // elements of one 128-byte swizzled row
+inline constexpr unsigned kSwizzleBytes = 128;                  // the row of a box, and the swizzle's span
+inline constexpr unsigned kSwizzleRepeat = 1024;                // 8 rows of 128 bytes: the pattern's repeat
+inline constexpr unsigned kFullMask = 0xffffffffu;
+// setmaxnreg's budgets (FA3 section 3.1: 24 for the producer, 240 for two consumers): 24 x 128 +
+// 240 x 256 = 64512 registers, within the SM's 64 Ki.
+inline constexpr int kProducerRegisters = 24;
+inline constexpr int kConsumerRegisters = 240;
+// The named barriers of the ping-pong (0 is __syncthreads()'s): consumer warpgroup w waits on
+// kTurn + w before its S = Q K^T, and hands the turn to the other one after issuing it.
+inline constexpr int kTurn = 1;
+
+// Bytes of dynamic shared memory a block asks for: Q_i, the ring, and 1024 for the alignment.
+constexpr std::size_t shared_bytes(int head_dim, int Br, int Bc) {
+  return 2u * static_cast<std::size_t>(head_dim) * (static_cast<std::size_t>(Br) + 2u * kStages * Bc) + kSwizzleRepeat;
+}
+
+// The wgmma of one element type (bf16 or fp16): A and B from shared memory (S = Q K^T), A from
+// registers (O += P V), and the float pair -> element pair packing of P.
+template <class Element>
+struct ElementOps {
+  static constexpr bool kBf16 = std::is_same_v<Element, simt::bf16>;
+  __device__ static __forceinline__ std::uint32_t pack(float lo, float hi) {
+    if constexpr (kBf16) return simt::pack_bf16x2(lo, hi);
+    return simt::pack_f16x2(lo, hi);
+  }
+  template <int N>
+  __device__ static __forceinline__ void qk(float (&d)[N / 2], std::uint64_t a, std::uint64_t b, bool scale_d) {
+    if constexpr (kBf16) {
+      simt::wgmma_m64nNk16_bf16<N>(d, a, b, scale_d);
+    } else {
+      simt::wgmma_m64nNk16_f16<N>(d, a, b, scale_d);
+    }
+  }
+  template <int N>
+  __device__ static __forceinline__ void pv(float (&d)[N / 2], const std::uint32_t (&a)[4], std::uint64_t b) {
+    if constexpr (kBf16) {
+      simt::wgmma_m64nNk16_bf16<N, simt::Major::mn>(d, a, b, true);
+    } else {
+      simt::wgmma_m64nNk16_f16<N, simt::Major::mn>(d, a, b, true);
+    }
+  }
+};
+
+// The dynamic shared memory moved on to the next 1024-byte boundary of the shared address space
+// (a 128B-swizzled TMA box and its wgmma descriptor start at the pattern's repeat: PTX ISA, "Matrix
+// Descriptor Format", base offset 0). On the CPU the base is one already; on a GPU the launch asks
+// for 1024 bytes more.
+__device__ __forceinline__ std::uint8_t* aligned_shared(std::uint8_t* base) {
+  const std::uint32_t address = simt::shared_address(base);
+  return base + (kSwizzleRepeat - address % kSwizzleRepeat) % kSwizzleRepeat;
+}
+
+// Grid: (ceil(seq_len_q / Br), batch * heads); block: kThreads (the producer warpgroup, then the
+// consumer); dynamic shared memory: shared_bytes(HEAD_DIM, Br, Bc).
+// map_q, map_k, map_v: 3D tensor maps of [batch * heads][seq_len][HEAD_DIM] Element, boxes of
+// [Br or Bc][64], 128-byte swizzle (run_typed). O: [batch * heads, seq_len_q, HEAD_DIM], Element;
+// L: [batch * heads, seq_len_q], float32. scale_log2 = scale * log2(e), any finite value.
+template <class Element, int HEAD_DIM, int Br, int Bc>
+__global__ void __launch_bounds__(kThreads, 1)
+    hopper_kernel(const __grid_constant__ simt::TensorMap map_q, const __grid_constant__ simt::TensorMap map_k,
+                  const __grid_constant__ simt::TensorMap map_v, Element* __restrict__ O, float* __restrict__ L,
+                  int seq_len_q, int seq_len_k, float scale_log2, bool causal) {
+  static_assert(Br == 64 * kConsumers, "64 rows (wgmma's M) per consumer warpgroup");
+  static_assert(HEAD_DIM % kBoxColumns == 0 && Bc % 16 == 0 && Bc <= 256, "whole boxes; wgmma's N is at most 256");
+  constexpr int kHalves = HEAD_DIM / kBoxColumns;  // 128-byte boxes across a row of the head dim
+  constexpr unsigned kQHalf = Br * kSwizzleBytes;  // bytes of one box of Q_i
+  constexpr unsigned kKVHalf = Bc * kSwizzleBytes;
+  constexpr unsigned kQBytes = kHalves * kQHalf;
+  constexpr unsigned kKVBytes = kHalves * kKVHalf;  // K_j (V_j the same)
+  using Ops = ElementOps<Element>;
+
+  SIMT_DYNAMIC_SHARED(std::uint8_t, raw);
+  __shared__ __align__(8) std::uint64_t q_full;
+  __shared__ __align__(8) std::uint64_t full[kStages];
+  __shared__ __align__(8) std::uint64_t empty[kStages];
+  std::uint8_t* const Qs = aligned_shared(raw);
+  const auto Ks = [&](int stage) { return Qs + kQBytes + 2u * kKVBytes * static_cast<unsigned>(stage); };
+  const auto Vs = [&](int stage) { return Ks(stage) + kKVBytes; };
+
+  const int tid = static_cast<int>(threadIdx.x);
+  const int i0 = static_cast<int>(blockIdx.x) * Br;
+  const int bh = static_cast<int>(blockIdx.y);
+
+  // The causal mask: row i sees keys j < visible(i) (fa::visible_keys, common/chapter.h). The
+  // block's last real row sees the most keys: tiles from ceil(visible(last) / Bc) on are neither
+  // loaded nor computed. Tiles wholly below the block's first row's diagonal, and not past
+  // seq_len_k, need no mask.
+  auto visible = [&](int i) { return fa::visible_keys(i, seq_len_q, seq_len_k, causal); };
+  const int last_row = (i0 + Br < seq_len_q ? i0 + Br : seq_len_q) - 1;
+  const int num_tiles = (visible(last_row) + Bc - 1) / Bc;
+  const int unmasked_keys = visible(i0);
+
+  // The barriers, by one thread, made visible to the async proxy (TMA's complete_tx) and to the
+  // other threads (PTX ISA, "mbarrier.init", fence.mbarrier_init).
+  if (tid == 0) {
+    simt::mbarrier_init(&q_full, 1);
+    for (int s = 0; s < kStages; ++s) {
+      simt::mbarrier_init(&full[s], 1);  // the producer's arrive_expect_tx; TMA completes the bytes
+      simt::mbarrier_init(&empty[s], kConsumers * kWarpgroup);  // every consumer thread, done with the stage
+    }
+    simt::fence_mbarrier_init();
+  }
+  __syncthreads();
+
+  if (tid < kWarpgroup) {
+    // ---- The producer warpgroup (FA3 Algorithm 1, lines 5-9) ----
+    simt::setmaxnreg_dec<kProducerRegisters>();
+    if (tid == 0) {
+      // Line 4: Q_i, once; rows past seq_len_q arrive as zeros (and are never written back).
+      simt::mbarrier_arrive_expect_tx(&q_full, kQBytes);
+      for (int h = 0; h < kHalves; ++h) {
+        simt::cp_async_bulk_tensor_3d_global_to_shared(Qs + h * kQHalf, &map_q, h * kBoxColumns, i0, bh, &q_full);
+      }
+      // Line 7: K_j and V_j into stage j % kStages once the consumer has released it. The wait on
+      // "empty" of the first round is on the parity of the phase before phase 0, which counts as
+      // completed: it passes at once (PTX ISA, "mbarrier.try_wait", phase parity).
+      for (int j = 0; j < num_tiles; ++j) {
+        const int s = j % kStages;
+        simt::mbarrier_wait_parity(&empty[s], ((j / kStages) & 1) ^ 1);
+        simt::mbarrier_arrive_expect_tx(&full[s], 2 * kKVBytes);  // a box is counted whole, zeros included
+        for (int h = 0; h < kHalves; ++h) {
+          simt::cp_async_bulk_tensor_3d_global_to_shared(Ks(s) + h * kKVHalf, &map_k, h * kBoxColumns, j * Bc, bh,
+                                                         &full[s]);
+          simt::cp_async_bulk_tensor_3d_global_to_shared(Vs(s) + h * kKVHalf, &map_v, h * kBoxColumns, j * Bc, bh,
+                                                         &full[s]);
+        }
+      }
+    }
+    return;
+  }
+
+  // ---- The consumer warpgroup (FA3 Algorithm 1, lines 11-20) ----
+  simt::setmaxnreg_inc<kConsumerRegisters>();
+  const int wg = tid / kWarpgroup - 1;  // which consumer: rows 64 wg .. 64 wg + 63 of the block
+  const int ct = tid % kWarpgroup;
+  const int warp = ct / 32;
+  const int lane = ct % 32;
+  const int g = lane / 4;  // this thread holds rows 16 warp + g and 16 warp + g + 8 of the tile
+  const int t = lane % 4;  // ... columns 2t, 2t+1 of each 8-wide block
+  const int row0 = 64 * wg + 16 * warp + g;
+  std::uint8_t* const Qw = Qs + 64u * kSwizzleBytes * static_cast<unsigned>(wg);  // its 64 rows of each box
+
+  // Line 5: the running state of this thread's two rows, [h]: row row0 + 8 h. m is the running max
+  // of the scaled scores s = S c; l is this thread's part of the row sum (its own columns), the
+  // quad's four parts added once, at the end. acc: the accumulator fragments of O_i.
+  float m[2] = {-INFINITY, -INFINITY};
+  float l[2] = {0.0f, 0.0f};
+  float acc[HEAD_DIM / 2];
+  CH10_UNROLL
+  for (int i = 0; i < HEAD_DIM / 2; ++i) acc[i] = 0.0f;
+  const float c = scale_log2;
+
+  // Ping-pong (FA3 section 3.1): the two consumers take turns to issue S = Q K^T, so that one's
+  // softmax runs while the other's GEMMs do. Warpgroup 0 goes first: warpgroup 1 gives it its first
+  // turn. Each bar.sync / bar.arrive counts both warpgroups' 256 threads (PTX ISA, "bar, barrier").
+  // Warpgroup 1 hands back one turn fewer than it is given (none after its last tile), so that
+  // every use of each barrier is complete when the block ends.
+  if (wg == 1 && num_tiles > 0) simt::named_barrier_arrive(kTurn + 0, kConsumers * kWarpgroup);
+
+  // Line 8: S = Q_i K_jj^T into `scores`, 16 columns of the head dim per wgmma, issued and committed
+  // but not waited for. A = Q_i (64 x 16) and B = K_jj^T (16 x Bc) are both K-major: element
+  // (row, k) of a 128B-swizzled box lies at row 128 + 2 k, swizzled; a descriptor moved 32 bytes
+  // along the row reads the next 16 (the swizzle is applied to the address, so the start need not
+  // be at a chunk's home). SBO = 1024: 8 rows of 128 bytes (PTX ISA, "Shared Memory Matrix Layout",
+  // K-major with a 128-byte swizzle; LBO is unused there). Around it, the ping-pong's turn.
+  auto issue_scores = [&](int jj, float(&scores)[Bc / 2]) {
+    const int ss = jj % kStages;
+    simt::mbarrier_wait_parity(&full[ss], (jj / kStages) & 1);      // K_jj and V_jj have landed
+    simt::named_barrier_sync(kTurn + wg, kConsumers * kWarpgroup);  // this warpgroup's turn
+    simt::wgmma_fence();
+    CH10_UNROLL
+    for (int kd = 0; kd < HEAD_DIM / 16; ++kd) {
+      const unsigned at = (kd / 4) * kQHalf + 32u * (kd % 4);
+      const unsigned kv_at = (kd / 4) * kKVHalf + 32u * (kd % 4);
+      const std::uint64_t a = simt::make_wgmma_descriptor(Qw + at, simt::Swizzle::b128, 16, kSwizzleRepeat);
+      const std::uint64_t b = simt::make_wgmma_descriptor(Ks(ss) + kv_at, simt::Swizzle::b128, 16, kSwizzleRepeat);
+      Ops::template qk<Bc>(scores, a, b, kd > 0);
+    }
+    simt::wgmma_commit_group();
+    if (wg == 0 || jj + 1 < num_tiles) {
+      simt::named_barrier_arrive(kTurn + 1 - wg, kConsumers * kWarpgroup);  // the other's turn
+    }
+  };
+
+  // Line 9 on tile jj, whose scores S holds (waited for): m_new, m_safe, rescale; P in place of S;
+  // l rescaled and the tile's sum added. acc is left alone (its P V may still be in flight).
+  float S[Bc / 2];
+  float m_new[2], m_safe[2], rescale[2];
+  auto softmax = [&](int jj) {
+    // The scores in log2 units, and the mask where the tile needs it: element i of S is row
+    // row0 + 8 ((i / 2) % 2), key jj Bc + 8 (i / 4) + 2t + i % 2. Keys past seq_len_k are TMA's
+    // zeros: the mask hides them (visible() <= seq_len_k).
+    CH10_UNROLL
+    for (int i = 0; i < Bc / 2; ++i) S[i] *= c;
+    if (jj * Bc + Bc > unmasked_keys) {  // a tail tile or a tile on the diagonal
+      CH10_UNROLL
+      for (int i = 0; i < Bc / 2; ++i) {
+        const int row = i0 + row0 + 8 * ((i / 2) % 2);
+        if (jj * Bc + 8 * (i / 4) + 2 * t + i % 2 >= visible(row)) S[i] = -INFINITY;
+      }
+    }
+
+    // Line 9: the new max of each row: this thread's columns, then its quad (lanes ^1, ^2).
+    CH10_UNROLL
+    for (int h = 0; h < 2; ++h) {
+      float tile_max = -INFINITY;
+      CH10_UNROLL
+      for (int i = 0; i < Bc / 2; ++i) {
+        if ((i / 2) % 2 == h) tile_max = fmaxf(tile_max, S[i]);
+      }
+      tile_max = fmaxf(tile_max, __shfl_xor_sync(kFullMask, tile_max, 1));
+      tile_max = fmaxf(tile_max, __shfl_xor_sync(kFullMask, tile_max, 2));
+      m_new[h] = fmaxf(m[h], tile_max);
+      // While a row has seen only masked keys m_new is -inf, and -inf - (-inf) would be NaN;
+      // subtracting 0 instead makes every term exp2(-inf) = 0, so l and acc stay 0 (chapter 05).
+      m_safe[h] = (m_new[h] == -INFINITY) ? 0.0f : m_new[h];
+      rescale[h] = simt::ex2_approx_ftz(m[h] - m_safe[h]);  // exp(m_old - m_new); 0 on the first seen tile
+    }
+    // Line 9: P = exp(S - m_new) in place of S, and this thread's part of each row's sum.
+    float tile_sum[2] = {0.0f, 0.0f};
+    CH10_UNROLL
+    for (int i = 0; i < Bc / 2; ++i) {
+      S[i] = simt::ex2_approx_ftz(S[i] - m_safe[(i / 2) % 2]);
+      tile_sum[(i / 2) % 2] += S[i];
+    }
+    l[0] = l[0] * rescale[0] + tile_sum[0];
+    l[1] = l[1] * rescale[1] + tile_sum[1];
+  };
+
+  // P as A from registers: columns 16 ks .. 16 ks + 15 of the accumulator, packed in pairs, are
+  // exactly the A fragment of the next wgmma (hopper.h, "Register Fragments"), rounded to the
+  // element type.
+  std::uint32_t p[Bc / 16][4];
+  auto pack_P = [&](std::uint32_t(&into)[Bc / 16][4]) {
+    CH10_UNROLL
+    for (int ks = 0; ks < Bc / 16; ++ks) {
+      into[ks][0] = Ops::pack(S[8 * ks], S[8 * ks + 1]);
+      into[ks][1] = Ops::pack(S[8 * ks + 2], S[8 * ks + 3]);
+      into[ks][2] = Ops::pack(S[8 * ks + 4], S[8 * ks + 5]);
+      into[ks][3] = Ops::pack(S[8 * ks + 6], S[8 * ks + 7]);
+    }
+  };
+
+  // Intra-warpgroup overlap (FA3 Algorithm 2), in part: tile 0's S and softmax first; then in each
+  // step the next tile's S = Q K^T is issued before this tile's P V_j, and both are in flight
+  // together. At the top of step j: p holds P of tile j, acc is scaled to m, and no wgmma is in
+  // flight.
+  simt::mbarrier_wait_parity(&q_full, 0);  // Q_i has landed (phase 0)
+  if (num_tiles > 0) {
+    issue_scores(0, S);
+    simt::wgmma_wait_group<0>();
+    simt::wgmma_fence_operand(S);
+    softmax(0);  // (acc is 0: its rescale can wait)
+    pack_P(p);
+    m[0] = m_new[0];
+    m[1] = m_new[1];
+  }
+  for (int j = 0; j < num_tiles; ++j) {  // line 6
+    const int s = j % kStages;
+    const bool next = j + 1 < num_tiles;
+    if (next) issue_scores(j + 1, S);  // group 1: S of tile j+1 (P of tile j is in p already)
+
+    // Line 10: acc += P V_j (group 2). B = V_j (Bc keys x HEAD_DIM) is N-major (the head dim
+    // contiguous): element (key, n) at (n / 64) LBO + (key / 8) SBO + (key % 8) 128 + (n % 64) 2,
+    // so LBO = one box (Bc rows of 128 bytes) and SBO = 1024; 16 keys further is 2048 bytes.
+    simt::wgmma_fence_operand(acc);
+    simt::wgmma_fence();
+    CH10_UNROLL
+    for (int ks = 0; ks < Bc / 16; ++ks) {
+      const std::uint64_t b = simt::make_wgmma_descriptor(Vs(s) + 16u * kSwizzleBytes * static_cast<unsigned>(ks),
+                                                          simt::Swizzle::b128, kKVHalf, kSwizzleRepeat);
+      Ops::template pv<HEAD_DIM>(acc, p[ks], b);
+    }
+    simt::wgmma_commit_group();
+
+    // Both groups waited for at once. FA3 Algorithm 2 waits for the S alone here
+    // (wgmma_wait_group<1>) and runs the next softmax under P V_j; written so, ptxas (CUDA 13.0)
+    // serialises every wgmma of the kernel (C7514: "non wgmma instructions reading accumulator
+    // registers of a wgmma between start and end of the pipeline stage", the softmax's reads of
+    // S), which would undo what the overlap is for: docs/10, "What is not there yet".
+    simt::wgmma_wait_group<0>();  // S of tile j+1 and P V_j have landed
+    simt::wgmma_fence_operand(acc);
+    simt::wgmma_fence_operand(S);
+    simt::mbarrier_arrive(&empty[s]);  // this thread is done with stage s: the producer may refill it
+    if (next) {
+      softmax(j + 1);  // line 9 of tile j+1
+      pack_P(p);
+      // Line 10 for tile j+1: acc exp(m - m_new), before its P V; m = m_new.
+      CH10_UNROLL
+      for (int i = 0; i < HEAD_DIM / 2; ++i) acc[i] *= rescale[(i / 2) % 2];
+      m[0] = m_new[0];
+      m[1] = m_new[1];
+    }
+  }
+
+  // Lines 12-13: the quad's parts of l added up; divide once; L in natural logarithms,
+  // m ln(2) + ln(l). A row that saw no key has l = 0: O = 0, L = -inf.
+  float inv_l[2], L_row[2];
+  CH10_UNROLL
+  for (int h = 0; h < 2; ++h) {
+    l[h] += __shfl_xor_sync(kFullMask, l[h], 1);
+    l[h] += __shfl_xor_sync(kFullMask, l[h], 2);
+    inv_l[h] = (l[h] == 0.0f) ? 0.0f : 1.0f / l[h];
+    L_row[h] = (l[h] == 0.0f) ? -INFINITY : m[h] * 0.693147180559945309f + logf(l[h]);  // ln 2
+  }
+
+  // Line 14: O_i rounded to the element type, a pair (columns 8 (i / 4) + 2t, +1) a store; rows
+  // past seq_len_q are not written.
+  CH10_UNROLL
+  for (int i = 0; i < HEAD_DIM / 2; i += 2) {
+    const int h = (i / 2) % 2;
+    const int row = i0 + row0 + 8 * h;
+    if (row < seq_len_q) {
+      const std::uint32_t pair = Ops::pack(acc[i] * inv_l[h], acc[i + 1] * inv_l[h]);
+      Element* at = O + (static_cast<std::size_t>(bh) * seq_len_q + row) * HEAD_DIM + 8 * (i / 4) + 2 * t;
+#if defined(__CUDACC__)
+      *reinterpret_cast<std::uint32_t*>(at) = pair;
+#else
+      std::memcpy(static_cast<void*>(at), &pair, sizeof pair);
+#endif
+    }
+  }
+  // Line 15: L_i, by the first thread of each quad.
+  if (t == 0) {
+    CH10_UNROLL
+    for (int h = 0; h < 2; ++h) {
+      const int row = i0 + row0 + 8 * h;
+      if (row < seq_len_q) L[static_cast<std::size_t>(bh) * seq_len_q + row] = L_row[h];
+    }
+  }
+}
+
+// The 3D tensor map of one of Q, K, V on the device: [batch * heads][seq_len][head_dim], boxes of
+// [rows][64] with the 128-byte swizzle (the layout the wgmma descriptors above read).
+template <class Element>
+simt::TensorMap tensor_map(const Element* x, int batch_heads, int seq_len, int head_dim, int rows) {
+  const auto d = static_cast<std::uint64_t>(head_dim), n = static_cast<std::uint64_t>(seq_len);
+  return simt::make_tensor_map(
+      x, {d, n, static_cast<std::uint64_t>(batch_heads)}, {d * sizeof(Element), n * d * sizeof(Element)},
+      {static_cast<std::uint32_t>(kBoxColumns), static_cast<std::uint32_t>(rows), 1u}, simt::Swizzle::b128);
+}
+
+// One compiled instance (Element: the type of Q, K, V and O), launched on the tensor maps of
+// memory already on this backend's device, waiting for it. Grid: (ceil(seq_len_q / Br), batch *
+// heads); block: kThreads.
+template <class Element, fa::KernelShape k>
+void launch_instance(const Element* Q, const Element* K, const Element* V, Element* O, float* L,
+                     const DeviceProblem& p) {
+  constexpr int Br = k.tile.Br, Bc = k.tile.Bc;
+  constexpr auto kernel = hopper_kernel<Element, k.head_dim, Br, Bc>;
+  constexpr std::size_t bytes = shared_bytes(k.head_dim, Br, Bc);
+  simt::set_max_dynamic_shared_bytes<kernel>(bytes);
+  const dim3 grid(static_cast<unsigned>((p.seq_len_q + Br - 1) / Br), static_cast<unsigned>(p.batch_heads));
+  const auto scale_log2 = static_cast<float>(static_cast<double>(p.scale) * 1.4426950408889634);  // log2(e)
+  simt::launch<kernel>(simt::LaunchMode::synchronous, grid, dim3(kThreads), bytes,
+                       tensor_map(Q, p.batch_heads, p.seq_len_q, k.head_dim, Br),
+                       tensor_map(K, p.batch_heads, p.seq_len_k, k.head_dim, Bc),
+                       tensor_map(V, p.batch_heads, p.seq_len_k, k.head_dim, Bc), O, L, p.seq_len_q, p.seq_len_k,
+                       scale_log2, p.causal);
+}
+
+// Every compiled instance's launch for one element type, in kCompiled's order.
+template <class Element, std::size_t... n>
+constexpr auto instances(std::index_sequence<n...>) {
+  return std::array{&launch_instance<Element, kCompiled[n]>...};
+}
+template <class Element>
+inline constexpr auto kInstances = instances<Element>(std::make_index_sequence<kCompiled.size()>{});
+
+// Host data in, host data out, for one element type: Q, K, V rounded to it on their way to the
+// device (simt::to_device), O and L filled with NaN (poison: an element the kernel does not write
+// cannot pass for a result), the launch of the instance for the head dim, O (widened to float32,
+// exactly) and L back.
+template <class Element>
+Result run_typed(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K, const fa::Tensor4<float>& V,
+                 const DeviceProblem& problem) {
+  const auto on_device = [](const fa::Tensor4<float>& x) { return simt::to_device<Element>(x.values); };
+  const auto q = on_device(Q), k = on_device(K), v = on_device(V);
+  simt::DeviceBuffer<Element> o(Q.values.size());
+  simt::DeviceBuffer<float> l(static_cast<std::size_t>(problem.batch_heads) * problem.seq_len_q);
+  o.poison();
+  l.poison();
+  const auto start = std::chrono::steady_clock::now();
+  kInstances<Element>[fa::compiled_index(problem, kCompiled)](q.data(), k.data(), v.data(), o.data(), l.data(),
+                                                              problem);
+  const double elapsed_ms = fa::milliseconds_since(start);
+  const std::vector<Element> O = o.to_host();
+  return {fa::Tensor4<float>(Q.shape, std::vector<float>(O.begin(), O.end())), l.to_host(), elapsed_ms};
+}
+
+// Host data in, host data out: the run for the problem's element type.
+Result run_hopper(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K, const fa::Tensor4<float>& V,
+                  const DeviceProblem& problem) {
+  if (problem.element == ElementType::bf16) return run_typed<simt::bf16>(Q, K, V, problem);
+  return run_typed<simt::f16>(Q, K, V, problem);
+}
+
+#if defined(__CUDACC__)
+// wgmma and setmaxnreg exist on sm_90a only: the GPU build holds this kernel for sm_90a alone
+// (CMakeLists.txt, CH10_SM90A), and a Hopper GPU (compute capability 9.0) is the only one it runs on.
+void require_hopper() {
+  int device = 0;
+  cudaDeviceProp prop{};
+  SIMT_CUDA_CHECK(cudaGetDevice(&device));
+  SIMT_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+#if !CH10_SM90A
+  throw std::runtime_error("chapter 10 needs its kernel built for sm_90a (CUDA 12.0 or newer); this build has none");
+#endif
+  if (prop.major != 9 || prop.minor != 0) {
+    throw std::runtime_error("chapter 10 needs a Hopper GPU (compute capability 9.0, sm_90a); " +
+                             std::string(prop.name) + " is " + std::to_string(prop.major) + "." +
+                             std::to_string(prop.minor) + " (run it with --device cpu)");
+  }
+}
+#endif
+
+}  // namespace ch10::SIMT_BACKEND
