@@ -305,6 +305,11 @@ CLI::Option* add_scale(CLI::App& app, const std::string& name, std::optional<dou
 // Adds --tile BrxBc, one of the tiles of `compiled` (fa::parse_tile).
 CLI::Option* add_tile(CLI::App& app, Tile& tile, std::span<const KernelShape> compiled);
 
+// Adds `name` (e.g. "--dtype") writing one of the words `accepted` into value; its help shows
+// value's default. Anything else is refused by the parse, naming the accepted words.
+CLI::Option* add_choice(CLI::App& app, const std::string& name, std::string& value, const std::string& help,
+                        const std::vector<std::string>& accepted);
+
 }  // namespace cli
 
 // ---- The front door ------------------------------------------------------------------------------

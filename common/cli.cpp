@@ -97,6 +97,11 @@ CLI::Option* add_number_list(CLI::App& app, const std::string& name, std::vector
   return option;
 }
 
+CLI::Option* add_choice(CLI::App& app, const std::string& name, std::string& value, const std::string& help,
+                        const std::vector<std::string>& accepted) {
+  return app.add_option(name, value, help)->check(CLI::IsMember(accepted))->capture_default_str();
+}
+
 CLI::Option* add_scale(CLI::App& app, const std::string& name, std::optional<double>& scale, const std::string& help) {
   auto* option = app.add_option_function<std::string>(
       name, [&scale](const std::string& text) { scale = std::stod(text); }, help);

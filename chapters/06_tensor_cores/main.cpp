@@ -47,9 +47,7 @@ float32 accumulation), checked against chapter 05.)");
   fa::Tile tile = ch06::Options{}.tile;
   fa::cli::add_tile(app, tile, ch06::kCompiled);
   std::string dtype_text = "bf16";
-  app.add_option("--dtype", dtype_text, "element type of Q, K, V and O in the kernel")
-      ->check(CLI::IsMember({"bf16", "fp16"}))
-      ->capture_default_str();
+  fa::cli::add_choice(app, "--dtype", dtype_text, "element type of Q, K, V and O in the kernel", {"bf16", "fp16"});
   try {
     program.parse(argc, argv);
 
@@ -62,17 +60,12 @@ float32 accumulation), checked against chapter 05.)");
     (void)ch06::check_problem(shape, {flags.scale, flags.causal, tile, element});
     (void)ch05::check_problem(shape, {flags.scale, flags.causal, {64, 64}});
     plan.memory.add("the rounded inputs and chapter 05's kernel (Q, K, V, O, L)", 2 * ch05::memory_needed(shape));
-    plan.memory.add(
-        "the error budget's two float64 evaluations of O",
-        fa::saturating_mul(2 * sizeof(double), fa::saturating_mul(fa::attention_rows(shape), shape.head_dim)));
+    plan.memory.add("the error budget's two float64 evaluations of O", ch06::budget_memory(shape));
     program.check(plan);
     // The inputs, rounded: a value the element type cannot hold is refused here, before the banner,
     // and so are scores past what the kernel's exponent can hold to the budget (error_budget.h).
     fa::AttentionFlags::Inputs in = flags.load();
-    in.Q = ch06::round_to(in.Q, element, "Q");
-    in.K = ch06::round_to(in.K, element, "K");
-    in.V = ch06::round_to(in.V, element, "V");
-    ch06::check_score_range(in.Q, in.K, flags.scale.value_or(fa::default_scale(shape.head_dim)), element);
+    ch06::round_inputs(in.Q, in.K, in.V, flags.scale.value_or(fa::default_scale(shape.head_dim)), element);
 
     program.start(fa::Banner{
         fmt::format("FlashAttention-2 on tensor cores: {}, Br = {} rows (32 per warp), Bc = {}", type, tile.Br,

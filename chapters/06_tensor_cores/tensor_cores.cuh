@@ -580,7 +580,7 @@ void launch_tensor_cores(const void* Q, const void* K, const void* V, void* O, f
 }
 
 // Host data in, host data out, for one element type: Q, K, V rounded to it on their way to the
-// device, O and L filled with NaN (DeviceBuffer::poison: an element the kernel does not write cannot
+// device, O and L filled with NaN (simt::poisoned: an element the kernel does not write cannot
 // pass for a result, and simt's race checker reports a read of one), the launch, O (widened to
 // float32, exactly) and L back.
 template <class Element>
@@ -588,17 +588,14 @@ Result run_typed(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K, const
                  const DeviceProblem& problem) {
   const auto q = simt::to_device<Element>(Q.values), k = simt::to_device<Element>(K.values),
              v = simt::to_device<Element>(V.values);
-  simt::DeviceBuffer<Element> o(Q.values.size());
-  simt::DeviceBuffer<float> l(Q.shape.batch * Q.shape.heads * Q.shape.seq_len);
-  o.poison();
-  l.poison();
+  auto o = simt::poisoned<Element>(Q.values.size());
+  auto l = simt::poisoned<float>(Q.shape.batch * Q.shape.heads * Q.shape.seq_len);
 
   const auto start = std::chrono::steady_clock::now();
   kInstances<Element>[fa::compiled_index(problem, kCompiled)](q.data(), k.data(), v.data(), o.data(), l.data(), problem,
                                                               simt::LaunchMode::synchronous);
   const double elapsed_ms = fa::milliseconds_since(start);
-  const std::vector<Element> O = o.to_host();
-  return {fa::Tensor4<float>(Q.shape, std::vector<float>(O.begin(), O.end())), l.to_host(), elapsed_ms};
+  return {fa::Tensor4<float>(Q.shape, simt::to_host_float(o)), l.to_host(), elapsed_ms};
 }
 
 // Host data in, host data out: the run for the problem's element type.

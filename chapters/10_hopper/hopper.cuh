@@ -342,10 +342,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   };
 
-  // Intra-warpgroup overlap (FA3 Algorithm 2), in part: tile 0's S and softmax first; then in each
-  // step the next tile's S = Q K^T is issued before this tile's P V_j, and both are in flight
-  // together. At the top of step j: p holds P of tile j, acc is scaled to m, and no wgmma is in
-  // flight.
+  // Intra-warpgroup overlap (FA3 Algorithm 2): tile 0's S and softmax first; then in each step the
+  // next tile's S = Q K^T is issued before this tile's P V_j, the step waits for the S alone
+  // (wgmma_wait_group<1>) and runs the next tile's softmax while P V_j is still in flight. At the
+  // top of step j: p holds P of tile j, acc is scaled to m, and no wgmma is in flight.
   simt::mbarrier_wait_parity(&q_full, 0);  // Q_i has landed (phase 0)
   if (num_tiles > 0) {
     issue_scores(0, S);
@@ -356,14 +356,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     m[0] = m_new[0];
     m[1] = m_new[1];
   }
-  for (int j = 0; j < num_tiles; ++j) {  // line 6
-    const int s = j % kStages;
-    const bool next = j + 1 < num_tiles;
-    if (next) issue_scores(j + 1, S);  // group 1: S of tile j+1 (P of tile j is in p already)
-
-    // Line 10: acc += P V_j (group 2). B = V_j (Bc keys x HEAD_DIM) is N-major (the head dim
-    // contiguous): element (key, n) at (n / 64) LBO + (key / 8) SBO + (key % 8) 128 + (n % 64) 2,
-    // so LBO = one box (Bc rows of 128 bytes) and SBO = 1024; 16 keys further is 2048 bytes.
+  // Line 10: acc += P V_j from stage s, one commit group. B = V_j (Bc keys x HEAD_DIM) is N-major
+  // (the head dim contiguous): element (key, n) at (n / 64) LBO + (key / 8) SBO + (key % 8) 128 +
+  // (n % 64) 2, so LBO = one box (Bc rows of 128 bytes) and SBO = 1024; 16 keys further is 2048
+  // bytes. A = p, read by the wgmma until the wait that covers it: p is not written before then.
+  auto issue_pv = [&](int s) {
     simt::wgmma_fence_operand(acc);
     simt::wgmma_fence();
     CH10_UNROLL
@@ -373,25 +370,36 @@ __global__ void __launch_bounds__(kThreads, 1)
       Ops::template pv<HEAD_DIM>(acc, p[ks], b);
     }
     simt::wgmma_commit_group();
-
-    // Both groups waited for at once. FA3 Algorithm 2 waits for the S alone here
-    // (wgmma_wait_group<1>) and runs the next softmax under P V_j; written so, ptxas (CUDA 13.0)
-    // serialises every wgmma of the kernel (C7514: "non wgmma instructions reading accumulator
-    // registers of a wgmma between start and end of the pipeline stage", the softmax's reads of
-    // S), which would undo what the overlap is for: docs/10, "What is not there yet".
-    simt::wgmma_wait_group<0>();  // S of tile j+1 and P V_j have landed
-    simt::wgmma_fence_operand(acc);
+  };
+  // The last tile's step is written out after the loop (it has no next S), so that every step of
+  // the loop issues and waits for the same groups: with an `if` around the next tile's wgmma and
+  // softmax, ptxas (CUDA 13.0) can no longer tell which registers each wait covers and serialises
+  // every wgmma of the kernel (C7515, "non wgmma instructions defining accumulator registers of a
+  // wgmma between start and end of the pipeline stage"); docs/10, "The overlap and ptxas".
+  int j = 0;
+  for (; j + 1 < num_tiles; ++j) {  // line 6, every tile but the last
+    const int s = j % kStages;
+    issue_scores(j + 1, S);       // group 1: S of tile j+1 (P of tile j is in p already)
+    issue_pv(s);                  // group 2: line 10, acc += P V_j
+    simt::wgmma_wait_group<1>();  // S of tile j+1 has landed; P V_j may still run
     simt::wgmma_fence_operand(S);
+    softmax(j + 1);               // line 9 of tile j+1, under P V_j
+    simt::wgmma_wait_group<0>();  // P V_j has landed: acc and p are free again
+    simt::wgmma_fence_operand(acc);
     simt::mbarrier_arrive(&empty[s]);  // this thread is done with stage s: the producer may refill it
-    if (next) {
-      softmax(j + 1);  // line 9 of tile j+1
-      pack_P(p);
-      // Line 10 for tile j+1: acc exp(m - m_new), before its P V; m = m_new.
-      CH10_UNROLL
-      for (int i = 0; i < HEAD_DIM / 2; ++i) acc[i] *= rescale[(i / 2) % 2];
-      m[0] = m_new[0];
-      m[1] = m_new[1];
-    }
+    pack_P(p);
+    // Line 10 for tile j+1: acc exp(m - m_new), before its P V; m = m_new.
+    CH10_UNROLL
+    for (int i = 0; i < HEAD_DIM / 2; ++i) acc[i] *= rescale[(i / 2) % 2];
+    m[0] = m_new[0];
+    m[1] = m_new[1];
+  }
+  if (num_tiles > 0) {  // line 6, the last tile: its P V alone
+    const int s = j % kStages;
+    issue_pv(s);
+    simt::wgmma_wait_group<0>();
+    simt::wgmma_fence_operand(acc);
+    simt::mbarrier_arrive(&empty[s]);
   }
 
   // Lines 12-13: the quad's parts of l added up; divide once; L in natural logarithms,
@@ -477,16 +485,13 @@ Result run_typed(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K, const
                  const DeviceProblem& problem) {
   const auto on_device = [](const fa::Tensor4<float>& x) { return simt::to_device<Element>(x.values); };
   const auto q = on_device(Q), k = on_device(K), v = on_device(V);
-  simt::DeviceBuffer<Element> o(Q.values.size());
-  simt::DeviceBuffer<float> l(static_cast<std::size_t>(problem.batch_heads) * problem.seq_len_q);
-  o.poison();
-  l.poison();
+  auto o = simt::poisoned<Element>(Q.values.size());
+  auto l = simt::poisoned<float>(static_cast<std::size_t>(problem.batch_heads) * problem.seq_len_q);
   const auto start = std::chrono::steady_clock::now();
   kInstances<Element>[fa::compiled_index(problem, kCompiled)](q.data(), k.data(), v.data(), o.data(), l.data(),
                                                               problem);
   const double elapsed_ms = fa::milliseconds_since(start);
-  const std::vector<Element> O = o.to_host();
-  return {fa::Tensor4<float>(Q.shape, std::vector<float>(O.begin(), O.end())), l.to_host(), elapsed_ms};
+  return {fa::Tensor4<float>(Q.shape, simt::to_host_float(o)), l.to_host(), elapsed_ms};
 }
 
 // Host data in, host data out: the run for the problem's element type.

@@ -42,16 +42,13 @@ and a consumer warpgroup; bf16 or fp16 inputs, float32 accumulation), checked ag
   flags.add_to(app);
   fa::Output& out = program.add_output("--out", "O");
   std::string dtype_text = "bf16";
-  app.add_option("--dtype", dtype_text, "element type of Q, K, V and O in the kernel")
-      ->check(CLI::IsMember({"bf16", "fp16"}))
-      ->capture_default_str();
+  fa::cli::add_choice(app, "--dtype", dtype_text, "element type of Q, K, V and O in the kernel", {"bf16", "fp16"});
   try {
     program.parse(argc, argv);
 
     // Everything this run needs, checked before anything is allocated or printed; on --device gpu,
     // a GPU that is not a Hopper (or a build without sm_90a) is refused here, in one line (status 2).
     const ch10::ElementType element = ch06::parse_element_type(dtype_text);
-    const std::string type(ch06::to_string(element));
     // The GPU when one is asked for (--device gpu: it must be a Hopper), or, when none is named,
     // when the GPU there is is one; else the CPU.
     fa::Device device = flags.chosen_device();
@@ -70,19 +67,15 @@ and a consumer warpgroup; bf16 or fp16 inputs, float32 accumulation), checked ag
     ch10::check_device(device);
     plan.memory.add("the rounded inputs, this kernel's and chapter 06's (Q, K, V, O, L)",
                     2 * ch10::memory_needed(shape));
-    plan.memory.add(
-        "the error budget's two float64 evaluations of O",
-        fa::saturating_mul(2 * sizeof(double), fa::saturating_mul(fa::attention_rows(shape), shape.head_dim)));
+    plan.memory.add("the error budget's two float64 evaluations of O", ch06::budget_memory(shape));
     program.check(plan);
     // The inputs, rounded as chapter 06 rounds them: a value the element type cannot hold is
     // refused here, before the banner, and so are scores past what the budget holds for.
     fa::AttentionFlags::Inputs in = flags.load();
-    in.Q = ch06::round_to(in.Q, element, "Q");
-    in.K = ch06::round_to(in.K, element, "K");
-    in.V = ch06::round_to(in.V, element, "V");
     const double scale = flags.scale.value_or(fa::default_scale(shape.head_dim));
-    ch06::check_score_range(in.Q, in.K, scale, element);
+    ch06::round_inputs(in.Q, in.K, in.V, scale, element);
 
+    const std::string type(ch06::to_string(element));
     program.start(fa::Banner{
         fmt::format("FlashAttention-3 on Hopper: {}, Br = 128 rows (two consumer warpgroups of 64), Bc = 64, 2 TMA "
                     "stages",

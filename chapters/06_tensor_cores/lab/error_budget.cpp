@@ -143,4 +143,16 @@ void check_score_range(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K,
       largest, limit, to_string(element), 2.0 * largest * 0x1p-24, to_string(element), unit_roundoff(element)));
 }
 
+void round_inputs(fa::Tensor4<float>& Q, fa::Tensor4<float>& K, fa::Tensor4<float>& V, double scale,
+                  ElementType element) {
+  Q = round_to(Q, element, "Q");
+  K = round_to(K, element, "K");
+  V = round_to(V, element, "V");
+  check_score_range(Q, K, scale, element);
+}
+
+std::uint64_t budget_memory(const fa::AttentionShape& shape) {
+  return fa::saturating_mul(2 * sizeof(double), fa::saturating_mul(fa::attention_rows(shape), shape.head_dim));
+}
+
 }  // namespace ch06

@@ -88,4 +88,13 @@ double score_limit(ElementType element);
 // a run is refused before it starts rather than measured against a budget that cannot hold.
 void check_score_range(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K, double scale, ElementType element);
 
+// Q, K and V rounded in place to `element`, as the kernel will read them (round_to), and then their
+// scores checked (check_score_range): what a demo does with its inputs before the banner. Throws
+// std::invalid_argument, one line, as round_to and check_score_range do.
+void round_inputs(fa::Tensor4<float>& Q, fa::Tensor4<float>& K, fa::Tensor4<float>& V, double scale,
+                  ElementType element);
+
+// Bytes the error budget's two float64 evaluations of O take (reference_error), for a demo's Plan.
+std::uint64_t budget_memory(const fa::AttentionShape& shape);
+
 }  // namespace ch06
