@@ -7,6 +7,11 @@
 function(add_chapter_program chapter program)
   add_executable(${program} ${ARGN})
   target_link_libraries(${program} PRIVATE fa_warnings)
+  if(FA_SANITIZE STREQUAL "thread")
+    # The tsan preset runs the chapters' test programs only (tests/CMakeLists.txt, add_demo_test):
+    # `cmake --build --preset tsan` leaves the programs out; `--target chNN` still builds them.
+    set_target_properties(${program} PROPERTIES EXCLUDE_FROM_ALL TRUE)
+  endif()
   if(NOT TARGET ${chapter})
     add_custom_target(${chapter})
   endif()

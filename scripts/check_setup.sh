@@ -31,19 +31,36 @@ not_ready() {
 # step <number> <name>: prints "[n/4] name ..." without a newline; the caller finishes the line.
 step() { printf '[%s/4] %-10s ' "$1" "$2"; }
 
+# The platform, and the one command that installs the prerequisites on it (README.md, "Prerequisites").
+platform="$(uname -s) $(uname -m)"
+fix="scripts/install_prerequisites.sh"
+if [ -r /etc/os-release ]; then
+  platform="$(. /etc/os-release && echo "${PRETTY_NAME:-$ID}") ($(uname -m))"
+fi
+if grep -qi microsoft /proc/version 2>/dev/null; then
+  platform="$platform under WSL2"
+fi
+case "$(uname -s)" in
+  Linux) command -v apt-get >/dev/null ||
+    fix="install the packages of README.md's apt line with this distribution's package manager" ;;
+  Darwin) fix="macOS is not supported yet: open the book in its dev container (README.md, \"Prerequisites\")" ;;
+  *) fix="this platform is not supported: use WSL2 with Ubuntu 24.04 or the dev container (README.md)" ;;
+esac
+
 echo "== Is this machine ready for the workshop? (build folder: $build)"
+echo "   platform: $platform"
 
 # 1. Tools.
 for tool in cmake ninja; do
   command -v "$tool" >/dev/null ||
-    not_ready "$tool is not installed. Install the prerequisites: see README.md, \"Prerequisites\"."
+    not_ready "$tool is not installed. Install the prerequisites: $fix"
 done
 cmake_version=$(cmake --version | head -1 | awk '{print $3}')
 if [ "$(printf '%s\n3.25.0\n' "$cmake_version" | sort -V | head -1)" != "3.25.0" ]; then
-  not_ready "cmake $cmake_version is too old: the presets need 3.25 or newer."
+  not_ready "cmake $cmake_version is too old: the presets need 3.25 or newer (python3 -m pip install cmake)."
 fi
 cxx=${CXX:-$(command -v c++ || command -v g++ || command -v clang++ || true)}
-[ -n "$cxx" ] || not_ready "no C++ compiler found (install g++ 11 or newer)."
+[ -n "$cxx" ] || not_ready "no C++ compiler found (g++ 11 or newer): $fix"
 echo "   cmake $cmake_version, ninja $(ninja --version), $("$cxx" --version | head -1)"
 gpu=$(nvidia-smi -L 2>/dev/null | head -1)
 echo "   GPU: ${gpu:-none (fine: every kernel also runs on the CPU; the GPU tests will report SKIPPED)}"
@@ -56,7 +73,7 @@ start=$SECONDS
 if ! cmake --preset default -B "$build" >"$logs/configure.log" 2>&1; then
   echo "FAILED ($logs/configure.log)"
   grep -A2 -E "was not found|Install it with|CMake Error" "$logs/configure.log" | head -20
-  not_ready "the configure failed: install what the lines above name, then run this again."
+  not_ready "the configure failed: install what the lines above name ($fix), then run this again."
 fi
 echo "ok ($((SECONDS - start)) s)"
 if grep -q "GPU path (nvcc): ON" "$logs/configure.log"; then

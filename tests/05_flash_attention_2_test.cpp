@@ -91,10 +91,22 @@ constexpr fa::Tile kDefaultTile{64, 64};
 
 TEST_CASE("FlashAttention-2 agrees with naive attention for every shape of the list and every tile",
           "[ch05][sanitizer]") {
-  const auto [seq_len_q, seq_len_k] = GENERATE(from_range(fa_test::sequence_lengths()));
-  const std::size_t head_dim = GENERATE(32u, 64u, 128u);
+  const auto shapes = fa_test::sequence_lengths();
+  const std::size_t k = GENERATE_COPY(range(std::size_t{0}, shapes.size()));
+  const std::size_t h = GENERATE(0u, 1u, 2u);
   const bool causal = GENERATE(false, true);
-  check_case({seq_len_q, seq_len_k, head_dim, causal, std::nullopt, fa_test::Scores::normal, {}}, ch05::kTileShapes);
+  const auto [seq_len_q, seq_len_k] = shapes[k];
+  const std::size_t head_dim = std::size_t{32} << h;
+  const Case c{seq_len_q, seq_len_k, head_dim, causal, std::nullopt, fa_test::Scores::normal, {}};
+#if FA_SANITIZER_BUILD
+  // Under the sanitizers (10 to 50 times slower) one tile per case, in turn (a Latin square over the
+  // shape and the head dim): every tile still meets every shape and every head dim, at a third of the
+  // CPU time (the tile loop is the same code for every tile; only its bounds differ).
+  check_case(c,
+             std::span<const fa::Tile>(&ch05::kTileShapes[(k + h + (causal ? 1 : 0)) % ch05::kTileShapes.size()], 1));
+#else
+  check_case(c, ch05::kTileShapes);
+#endif
 }
 
 #if !FA_SANITIZER_BUILD
