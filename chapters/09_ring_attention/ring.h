@@ -141,6 +141,7 @@ RingRun ring_in_one_process(const fa::Tensor4<float>& Q, const fa::Tensor4<float
 // Source: Liu, Zaharia and Abbeel 2023, Ring Attention, section 3 (the backward's blockwise form,
 // dK and dV passed around the ring with K and V); Dao 2023, FlashAttention-2, Algorithm 2 (the
 // backward pass per pair of blocks, from the saved logsumexp).
+// Run the demo: mpirun --quiet -np 4 build/default/bin/ch09_ring_attention --backward --causal --layout zigzag
 
 // The checks of the backward before any work: check_problem's (self-attention, head_dim 64 or 128,
 // ranks >= 1), float32 only (chapter 07's kernels are float32), and chapter 07's own
