@@ -14,7 +14,9 @@
 //                                    malformed one, for the refusals), then no data
 //   make_npy inputs DIR B H N D SEED DIR/q.npy, k.npy and v.npy: the Q, K, V [B, H, N, D] that an
 //                                    attention demo draws from --seed SEED (AttentionFlags::load),
-//                                    so that a run from the files can be held to the run from the seed
+//                                    so that a run from the files can be held to the run from the seed;
+//                                    and DIR/do.npy, the dO that chapters 07 and 09 (--backward)
+//                                    draw from it (normal(0, 1), seed SEED + 3)
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -56,6 +58,8 @@ int main(int argc, char** argv) {
     fa::write_npy_f32(path + "/q.npy", in.Q);
     fa::write_npy_f32(path + "/k.npy", in.K);
     fa::write_npy_f32(path + "/v.npy", in.V);
+    fa::write_npy_f32(path + "/do.npy",
+                      fa::Tensor4<float>(in.Q.shape, fa::normal<float>(in.Q.shape.size(), flags.seed + 3)));
     return 0;
   }
   std::remove(path.c_str());

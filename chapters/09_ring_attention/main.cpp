@@ -9,6 +9,8 @@
 //   mpirun --quiet -np 2 ch09_ring_attention --dtype bf16 --out o.npy
 //   ch09_ring_attention                                                      one rank: the ring of one
 //   ch09_ring_attention --cluster --tflops 400                               the ring on 8 H200, on paper
+//   mpirun --quiet -np 4 ch09_ring_attention --backward --causal --layout zigzag --dq dq.npy
+//                                      the forward ring, then the backward ring: dK, dV travel with K, V
 //
 // (--quiet keeps Open MPI's own notices out when a run fails: the program's one line says why.)
 // The demo prints each rank's shard, its compute time and the layout's imbalance; the bytes each
@@ -21,6 +23,12 @@
 // with it. Rank 0 then draws the inputs from --seed (or reads the files) and scatters each rank its
 // rows (MPI_Scatterv). Any error during the work ends every rank at once (MPI_Abort) with the one
 // line of the rank that failed, never a hang.
+//
+// --backward: after the forward ring, each rank holds its rows' O and L; with its rows of dO (from
+// --do, or drawn from the seed as chapter 07's demo draws it) the backward ring (ring.h) computes
+// dQ in place while dK and dV travel with K and V and come home. Rank 0 gathers dQ, dK, dV, checks
+// them against chapter 07 in one process (lab/vs_chapter_07.h) and the bytes each rank sent against
+// the model (backward_sends), and writes --dq --dk --dv.
 #include <mpi.h>
 
 #include <algorithm>
@@ -31,7 +39,9 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <initializer_list>
 #include <optional>
+#include <span>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -46,12 +56,16 @@
 #include "chapters/05_flash_attention_2/lab/vs_chapter_04.h"
 #include "chapters/06_tensor_cores/lab/error_budget.h"
 #include "chapters/06_tensor_cores/tensor_cores.h"
+#include "chapters/07_backward/backward.h"
 #include "chapters/08_decoding/lab/vs_dense.h"
 #include "chapters/09_ring_attention/lab/cluster_model.h"
+#include "chapters/09_ring_attention/lab/vs_chapter_07.h"
 #include "chapters/09_ring_attention/ring.h"
 #include "chapters/09_ring_attention/shards.h"
 #include "common/chapter.h"
 #include "common/front_door.h"
+#include "common/npy.h"
+#include "common/random.h"
 #include "common/simt/progress.h"
 
 namespace {
@@ -68,6 +82,10 @@ double ms_since(Clock::time_point start) {
 // start included).
 constexpr double kFlopsPerScore = 3 * 4;  // x head_dim
 constexpr double kFlopsPerSecond = 0.6e9;
+// With --backward, also chapter 07's kernels twice (the ring's, and chapter 07's in one process for
+// the check; 16 x head_dim with the deterministic dQ kernel) and the float64 gradient and the float32
+// evaluation beside them (14 x head_dim each), at the same rate: a rough count.
+constexpr double kBackwardFlopsPerScore = kFlopsPerScore + 2 * 16 + 2 * 14;
 
 // MPI for the life of main(): MPI_Init first, MPI_Finalize last.
 struct Mpi {
@@ -147,13 +165,13 @@ fa::Shape4 rank_0_checks(const Mpi& mpi, const std::function<fa::Shape4()>& chec
   std::abort();  // (MPI_Abort does not return)
 }
 
-// A K/V shard on the wire: K's values, then V's, float32. (A GPU ring would send the kernel's
-// element type, 2 bytes for bf16.)
+// A K/V shard on the wire: K's values, then V's, float32 (and the same for a shard's dK, dV in the
+// backward). (A GPU ring would send K and V in the kernel's element type, 2 bytes for bf16.)
 std::size_t wire_floats(const fa::Shape4& s, std::size_t rows) { return 2 * s.batch * s.heads * rows * s.head_dim; }
 
-std::vector<float> pack(const ch09::KVShard& shard) {
-  std::vector<float> wire(shard.K.values);
-  wire.insert(wire.end(), shard.V.values.begin(), shard.V.values.end());
+std::vector<float> pack(const fa::Tensor4<float>& first, const fa::Tensor4<float>& second) {
+  std::vector<float> wire(first.values);
+  wire.insert(wire.end(), second.values.begin(), second.values.end());
   return wire;
 }
 
@@ -208,11 +226,12 @@ fa::Tensor4<float> scatter_rows(const fa::Tensor4<float>& x, const fa::Shape4& f
 
 // What one rank measured.
 struct RankTimes {
-  std::vector<double> compute_ms;  // [step]: the kernels and the merges of that step
-  std::vector<double> wait_ms;     // [step]: blocked in MPI_Waitall after the compute (the transfer not hidden)
-  double transfer_alone_ms = 0;    // one K/V shard sent and one received, nothing else running
-  double bytes_sent = 0;           // by MPI_Isend over the ring
-  double partials = 0;             // kernel launches (pairs of chunks that see each other)
+  std::vector<double> compute_ms;      // [step]: the kernels and the merges of that step
+  std::vector<double> wait_ms;         // [step]: blocked in MPI_Wait(all) after the compute (the transfer not hidden)
+  std::vector<double> bytes_per_step;  // [step]: sent by MPI_Isend at that step
+  double transfer_alone_ms = 0;        // one K/V shard sent and one received, nothing else running
+  double bytes_sent = 0;               // by MPI_Isend over the ring
+  double partials = 0;                 // kernel launches (pairs of chunks that see each other)
 };
 
 struct RankResult {
@@ -232,8 +251,9 @@ RankResult run_ring(fa::Tensor4<float> Q, fa::Tensor4<float> K, fa::Tensor4<floa
   const std::vector<ch09::Chunk> mine = ch09::chunks_of_rank(full.seq_len, P, rank, layout);
   ch09::RankState state(std::move(Q), mine, options, device);  // line 1
   ch09::KVShard held{rank, mine, std::move(K), std::move(V)};
-  std::vector<float> sending = pack(held), arriving;
+  std::vector<float> sending = pack(held.K, held.V), arriving;
   RankTimes times;
+  times.bytes_per_step.assign(P, 0.0);
 
   // The transfer alone, for the table: this shard to the next rank, the previous rank's from it.
   if (P > 1) {
@@ -260,7 +280,8 @@ RankResult run_ring(fa::Tensor4<float> Q, fa::Tensor4<float> K, fa::Tensor4<floa
       MPI_Irecv(arriving.data(), static_cast<int>(arriving.size()), MPI_FLOAT, previous, tag, MPI_COMM_WORLD,
                 &requests[0]);
       MPI_Isend(sending.data(), static_cast<int>(sending.size()), MPI_FLOAT, next, tag, MPI_COMM_WORLD, &requests[1]);
-      times.bytes_sent += static_cast<double>(sending.size() * sizeof(float));
+      times.bytes_per_step[step] = static_cast<double>(sending.size() * sizeof(float));
+      times.bytes_sent += times.bytes_per_step[step];
     }
     // Line 5: the partials against the held shard, merged into the running (O, L).
     Clock::time_point start = Clock::now();
@@ -278,6 +299,146 @@ RankResult run_ring(fa::Tensor4<float> Q, fa::Tensor4<float> K, fa::Tensor4<floa
   return {state.O(), state.L(), std::move(times)};  // line 7
 }
 
+// The backward ring of ring.h, lines 1-9, with MPI moving the shards: K, V sent to rank + 1 before
+// the step's compute (as the forward); the dK, dV of the shard held, once this rank's part is added,
+// sent after it, so that they travel during the next step; after the last step they go home. Q, O, L,
+// dO: this rank's rows (O and L from run_ring); K, V: its K/V shard, of the whole problem's `full`
+// shape. Returns its rows' dQ, dK, dV.
+struct BackwardResult {
+  fa::Tensor4<float> dQ, dK, dV;  // [batch, heads, shard rows, head_dim]
+  RankTimes times;
+};
+
+BackwardResult run_ring_backward(const fa::Tensor4<float>& Q, fa::Tensor4<float> K, fa::Tensor4<float> V,
+                                 const fa::Tensor4<float>& O, const std::vector<float>& L, const fa::Tensor4<float>& dO,
+                                 const fa::Shape4& full, const Mpi& mpi, ch09::Layout layout,
+                                 const ch09::Options& options, fa::Device device) {
+  const auto P = static_cast<std::size_t>(mpi.ranks), rank = static_cast<std::size_t>(mpi.rank);
+  const int next = (mpi.rank + 1) % mpi.ranks, previous = (mpi.rank + mpi.ranks - 1) % mpi.ranks;
+  const std::vector<ch09::Chunk> mine = ch09::chunks_of_rank(full.seq_len, P, rank, layout);
+  ch09::RankBackward state(Q, O, L, dO, mine, options, device);  // line 1
+  ch09::KVShard held{rank, mine, std::move(K), std::move(V)};
+  std::vector<float> sending = pack(held.K, held.V), arriving, gradients_sending, gradients_arriving;
+  MPI_Request gradients_sent = MPI_REQUEST_NULL, gradients_received = MPI_REQUEST_NULL;
+  ch09::KVGradients travelling;
+  RankTimes times;
+  times.bytes_per_step.assign(P, 0.0);
+  const auto count = [](const std::vector<float>& wire) { return static_cast<int>(wire.size()); };
+  for (std::size_t step = 0; step < P; ++step) {  // line 2
+    // Line 4, started first: the K/V shard this rank holds goes on, the one it holds next comes in.
+    std::vector<MPI_Request> requests;
+    const std::size_t arriving_owner = ch09::owner_at_step(rank, step + 1, P);
+    std::vector<ch09::Chunk> arriving_chunks = ch09::chunks_of_rank(full.seq_len, P, arriving_owner, layout);
+    if (step + 1 < P) {
+      arriving.assign(wire_floats(full, ch09::shard_rows(arriving_chunks)), 0.0f);
+      requests.resize(2);
+      const int tag = static_cast<int>(step) + 1;
+      MPI_Irecv(arriving.data(), count(arriving), MPI_FLOAT, previous, tag, MPI_COMM_WORLD, &requests[0]);
+      MPI_Isend(sending.data(), count(sending), MPI_FLOAT, next, tag, MPI_COMM_WORLD, &requests[1]);
+      times.bytes_per_step[step] += static_cast<double>(sending.size() * sizeof(float));
+    }
+    // Line 5: chapter 07 on every pair of chunks that see each other; dQ kept, this step's dK, dV part.
+    Clock::time_point start = Clock::now();
+    ch09::KVGradients part = state.step(held);
+    times.compute_ms.push_back(ms_since(start));
+    // Line 6: the held shard's dK, dV so far, from rank - 1 (sent at its previous step), plus the part.
+    start = Clock::now();
+    if (step == 0) {
+      travelling = std::move(part);
+    } else {
+      MPI_Wait(&gradients_received, MPI_STATUS_IGNORE);
+      ch09::KVShard so_far = unpack(gradients_arriving, held.owner, held.chunks, full);
+      travelling = {held.owner, std::move(so_far.K), std::move(so_far.V)};
+      ch09::accumulate(travelling, part);
+    }
+    // Line 7: on to rank + 1 (at the last step, home to their owner), not waited for: they travel
+    // during the next step's compute. And the next shard's dK, dV come in from rank - 1 (after the
+    // last step, this rank's own).
+    if (P > 1) {
+      MPI_Wait(&gradients_sent, MPI_STATUS_IGNORE);  // (the previous step's send, whose buffer is reused)
+      gradients_sending = pack(travelling.dK, travelling.dV);
+      const int tag = static_cast<int>(P + step) + 1;
+      MPI_Isend(gradients_sending.data(), count(gradients_sending), MPI_FLOAT, next, tag, MPI_COMM_WORLD,
+                &gradients_sent);
+      times.bytes_per_step[step] += static_cast<double>(gradients_sending.size() * sizeof(float));
+      const std::size_t coming = step + 1 < P ? arriving_owner : rank;
+      gradients_arriving.assign(
+          wire_floats(full, ch09::shard_rows(ch09::chunks_of_rank(full.seq_len, P, coming, layout))), 0.0f);
+      MPI_Irecv(gradients_arriving.data(), count(gradients_arriving), MPI_FLOAT, previous, tag, MPI_COMM_WORLD,
+                &gradients_received);
+    }
+    // Line 8: wait for line 4.
+    if (!requests.empty()) MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
+    times.wait_ms.push_back(ms_since(start));
+    if (step + 1 < P) {  // line 3 of the next step
+      std::swap(sending, arriving);
+      held = unpack(sending, arriving_owner, std::move(arriving_chunks), full);
+    }
+  }
+  // Line 9: this rank's own dK, dV, home from rank - 1 (with one rank, they never left).
+  if (P > 1) {
+    const Clock::time_point start = Clock::now();
+    MPI_Wait(&gradients_received, MPI_STATUS_IGNORE);
+    MPI_Wait(&gradients_sent, MPI_STATUS_IGNORE);
+    ch09::KVShard home = unpack(gradients_arriving, rank, mine, full);
+    travelling = {rank, std::move(home.K), std::move(home.V)};
+    times.wait_ms.back() += ms_since(start);
+  }
+  for (const double b : times.bytes_per_step) times.bytes_sent += b;
+  times.partials = state.pairs();
+  return {state.dQ(), std::move(travelling.dK), std::move(travelling.dV), std::move(times)};
+}
+
+// Rank 0 gathers every rank's rows of a [batch, heads, seq_len, per_row] tensor (`mine`: this rank's
+// shard, its values end to end) and puts them back in the sequence's order; the other ranks get an
+// empty tensor. per_row: head_dim for O, dQ, dK, dV; 1 for L.
+fa::Tensor4<float> gather_rows(const std::vector<float>& mine, const Mpi& mpi, const fa::Shape4& full,
+                               ch09::Layout layout, std::size_t per_row) {
+  const auto P = static_cast<std::size_t>(mpi.ranks);
+  const fa::Shape4 whole{full.batch, full.heads, full.seq_len, per_row};
+  const ShardCounts c = shard_counts(full, P, layout, per_row);
+  std::vector<float> all(mpi.rank == 0 ? whole.size() : 0);
+  MPI_Gatherv(mine.data(), static_cast<int>(mine.size()), MPI_FLOAT, all.data(), c.counts.data(), c.offsets.data(),
+              MPI_FLOAT, 0, MPI_COMM_WORLD);
+  if (mpi.rank != 0) return {};
+  fa::Tensor4<float> x(whole);
+  for (std::size_t r = 0; r < P; ++r) {
+    const std::vector<ch09::Chunk> chunks = ch09::chunks_of_rank(full.seq_len, P, r, layout);
+    const auto begin = all.begin() + c.offsets[r];
+    ch09::put_rows(x,
+                   fa::Tensor4<float>(fa::Shape4{full.batch, full.heads, ch09::shard_rows(chunks), per_row},
+                                      std::vector<float>(begin, begin + c.counts[r])),
+                   chunks);
+  }
+  return x;
+}
+
+// Rank 0 gathers every rank's times: [rank].
+std::vector<RankTimes> gather_times(const RankTimes& mine, const Mpi& mpi) {
+  const auto P = static_cast<std::size_t>(mpi.ranks);
+  // 3P + 3 doubles per rank.
+  std::vector<double> row(mine.compute_ms);
+  row.insert(row.end(), mine.wait_ms.begin(), mine.wait_ms.end());
+  row.insert(row.end(), mine.bytes_per_step.begin(), mine.bytes_per_step.end());
+  row.insert(row.end(), {mine.transfer_alone_ms, mine.bytes_sent, mine.partials});
+  std::vector<double> rows(mpi.rank == 0 ? row.size() * P : 0);
+  MPI_Gather(row.data(), static_cast<int>(row.size()), MPI_DOUBLE, rows.data(), static_cast<int>(row.size()),
+             MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  std::vector<RankTimes> all;
+  for (std::size_t r = 0; mpi.rank == 0 && r < P; ++r) {
+    const auto at = [&](std::size_t n) { return rows.begin() + static_cast<std::ptrdiff_t>(r * row.size() + n); };
+    RankTimes t;
+    t.compute_ms.assign(at(0), at(P));
+    t.wait_ms.assign(at(P), at(2 * P));
+    t.bytes_per_step.assign(at(2 * P), at(3 * P));
+    t.transfer_alone_ms = *at(3 * P);
+    t.bytes_sent = *at(3 * P + 1);
+    t.partials = *at(3 * P + 2);
+    all.push_back(std::move(t));
+  }
+  return all;
+}
+
 // Rank 0 gathers every rank's O, L and times: O and L put back in the sequence's order.
 struct Gathered {
   fa::Tensor4<float> O;
@@ -286,40 +447,10 @@ struct Gathered {
 };
 
 Gathered gather(const RankResult& mine, const Mpi& mpi, const fa::Shape4& full, ch09::Layout layout) {
-  const auto P = static_cast<std::size_t>(mpi.ranks);
-  // The times, as 2P + 3 doubles per rank.
-  std::vector<double> row(mine.times.compute_ms);
-  row.insert(row.end(), mine.times.wait_ms.begin(), mine.times.wait_ms.end());
-  row.insert(row.end(), {mine.times.transfer_alone_ms, mine.times.bytes_sent, mine.times.partials});
-  std::vector<double> rows(mpi.rank == 0 ? row.size() * P : 0);
-  MPI_Gather(row.data(), static_cast<int>(row.size()), MPI_DOUBLE, rows.data(), static_cast<int>(row.size()),
-             MPI_DOUBLE, 0, MPI_COMM_WORLD);
-  // O and L, each rank's shard rows.
-  const std::size_t heads = full.batch * full.heads;
-  const ShardCounts O_c = shard_counts(full, P, layout, full.head_dim), L_c = shard_counts(full, P, layout, 1);
-  std::vector<float> O_all(mpi.rank == 0 ? full.size() : 0), L_all(mpi.rank == 0 ? heads * full.seq_len : 0);
-  MPI_Gatherv(mine.O.values.data(), static_cast<int>(mine.O.values.size()), MPI_FLOAT, O_all.data(), O_c.counts.data(),
-              O_c.offsets.data(), MPI_FLOAT, 0, MPI_COMM_WORLD);
-  MPI_Gatherv(mine.L.data(), static_cast<int>(mine.L.size()), MPI_FLOAT, L_all.data(), L_c.counts.data(),
-              L_c.offsets.data(), MPI_FLOAT, 0, MPI_COMM_WORLD);
-  Gathered g{fa::Tensor4<float>(full), std::vector<float>(heads * full.seq_len), {}};
-  if (mpi.rank != 0) return g;
-  for (std::size_t r = 0; r < P; ++r) {
-    const std::vector<ch09::Chunk> chunks = ch09::chunks_of_rank(full.seq_len, P, r, layout);
-    const fa::Shape4 s{full.batch, full.heads, ch09::shard_rows(chunks), full.head_dim};
-    const auto O_begin = O_all.begin() + O_c.offsets[r], L_begin = L_all.begin() + L_c.offsets[r];
-    ch09::put_rows(g.O, fa::Tensor4<float>(s, std::vector<float>(O_begin, O_begin + O_c.counts[r])), chunks);
-    ch09::put_rows(g.L, full.seq_len, std::vector<float>(L_begin, L_begin + L_c.counts[r]), chunks);
-    const auto first = rows.begin() + static_cast<std::ptrdiff_t>(r * row.size());
-    RankTimes t;
-    t.compute_ms.assign(first, first + static_cast<std::ptrdiff_t>(P));
-    t.wait_ms.assign(first + static_cast<std::ptrdiff_t>(P), first + static_cast<std::ptrdiff_t>(2 * P));
-    t.transfer_alone_ms = first[static_cast<std::ptrdiff_t>(2 * P)];
-    t.bytes_sent = first[static_cast<std::ptrdiff_t>(2 * P + 1)];
-    t.partials = first[static_cast<std::ptrdiff_t>(2 * P + 2)];
-    g.times.push_back(std::move(t));
-  }
-  return g;
+  std::vector<RankTimes> times = gather_times(mine.times, mpi);
+  fa::Tensor4<float> O = gather_rows(mine.O.values, mpi, full, layout, full.head_dim);
+  fa::Tensor4<float> L = gather_rows(mine.L, mpi, full, layout, 1);
+  return {std::move(O), std::move(L.values), std::move(times)};
 }
 
 double sum(const std::vector<double>& x) {
@@ -374,6 +505,80 @@ void print_ring(const Gathered& g, const fa::Shape4& full, ch09::Layout layout, 
     fmt::print("{:>4}  {:>25.3f}  {:>34.3f}{}\n", s, compute_max, wait_max, s + 1 == P ? "  (nothing travels)" : "");
   }
   fmt::print("(wall clock of one run, not a benchmark; the ranks share this machine's cores)\n\n");
+}
+
+// The tables of the backward run (rank 0): each rank's pairs and compute, the bytes it sent at each
+// step beside the model (ch09::backward_sends), and per step compute beside the wait. Returns whether
+// every rank sent exactly the model's bytes at every step.
+bool print_backward(const std::vector<RankTimes>& times, const fa::Shape4& full, ch09::Layout layout) {
+  const std::size_t P = times.size();
+  fmt::print("rank  rows of the sequence       pairs run by chapter 07  compute ms\n");
+  for (std::size_t r = 0; r < P; ++r) {
+    std::string rows;
+    for (const ch09::Chunk& c : ch09::chunks_of_rank(full.seq_len, P, r, layout)) {
+      rows += c.size() == 0 ? "(none) " : fmt::format("{}..{} ", c.begin, c.end - 1);
+    }
+    fmt::print("{:>4}  {:<26} {:>23.0f}  {:>10.3f}\n", r, rows, times[r].partials, sum(times[r].compute_ms));
+  }
+  bool equal = true;
+  fmt::print(
+      "\nbytes sent per rank and step (K, V and the dK, dV of the shard held; at the last step dK, dV home): "
+      "counted, and the model's\n");
+  for (std::size_t r = 0; r < P; ++r) {
+    const std::vector<double> model = ch09::backward_sends(full, P, r, layout);
+    std::string counted, modelled;
+    for (std::size_t s = 0; s < P; ++s) {
+      counted += fmt::format(" {:.0f}", times[r].bytes_per_step[s]);
+      modelled += fmt::format(" {:.0f}", model[s]);
+    }
+    equal = equal && times[r].bytes_per_step == model;
+    fmt::print("  rank {}:{} ({:.0f} in all); model:{}\n", r, counted, times[r].bytes_sent, modelled);
+  }
+  fmt::print("{}\n", equal ? "every rank sent exactly the model's bytes at every step"
+                           : "the bytes sent differ from the model");
+  fmt::print("\nstep  compute ms (slowest rank)  wait ms for dK, dV and the transfer (longest)\n");
+  for (std::size_t s = 0; s < P; ++s) {
+    double compute_max = 0, wait_max = 0;
+    for (const RankTimes& t : times) {
+      compute_max = std::max(compute_max, t.compute_ms[s]);
+      wait_max = std::max(wait_max, t.wait_ms[s]);
+    }
+    fmt::print("{:>4}  {:>25.3f}  {:>46.3f}{}\n", s, compute_max, wait_max, s + 1 == P ? "  (dK, dV home)" : "");
+  }
+  fmt::print("(wall clock of one run, not a benchmark; the ranks share this machine's cores)\n\n");
+  return equal;
+}
+
+// The check of the backward (rank 0): the gathered dQ, dK, dV against chapter 07 run in one process
+// on the whole problem, with the same O and L (the forward ring's, gathered), each within chapter
+// 07's bound (lab/vs_chapter_07.h: twice a plain float32 evaluation's error against the float64
+// gradient, plus u); and every rank's bytes equal to the model.
+fa::Check check_backward(const fa::Tensor4<float>& dQ, const fa::Tensor4<float>& dK, const fa::Tensor4<float>& dV,
+                         const Gathered& forward, const fa::AttentionFlags::Inputs& in, const fa::Tensor4<float>& dO,
+                         const ch09::Options& options, std::size_t P, ch09::Layout layout, bool bytes_equal,
+                         fa::Device device) {
+  const ch09::BackwardAgreement a =
+      ch09::vs_chapter_07(dQ, dK, dV, in.Q, in.K, in.V, forward.O, forward.L, dO, options, device);
+  fmt::print(
+      "agreement with chapter 07 in one process (the same O and L), rel L2; bound: chapter 07's, 2 x a float32 "
+      "evaluation's error + {:.1g}:\n",
+      fa::kFloat32UnitRoundoff);
+  for (const auto& [name, g] : {std::pair{"dQ", a.dQ}, std::pair{"dK", a.dK}, std::pair{"dV", a.dV}}) {
+    fmt::print("  {}: rel L2 {:.2g}, max abs {:.2g}, bound {:.2g}{}\n", name, g.error.rel_l2, g.error.max_abs, g.bound,
+               g.not_finite > 0 ? fmt::format(", {} NaN or inf", g.not_finite) : "");
+  }
+  const std::initializer_list<std::span<const float>> inputs{in.Q.values, in.K.values, in.V.values, dO.values};
+  const bool overflowed = fa::report_overflow("dQ", dQ.values, inputs) ||
+                          fa::report_overflow("dK", dK.values, inputs) || fa::report_overflow("dV", dV.values, inputs);
+  return fa::Check{
+      "09",
+      fmt::format("ring backward ({} rank{}, {}, float32, {}) vs ch07", P, P == 1 ? "" : "s", ch09::to_string(layout),
+                  fa::to_string(device)),
+      fmt::format("dQ {:.2g}, dK {:.2g}, dV {:.2g} (rel L2){}", a.dQ.error.rel_l2, a.dK.error.rel_l2, a.dV.error.rel_l2,
+                  bytes_equal ? ", bytes = model" : ", bytes != model"),
+      fmt::format("{}, {}, {}", fa::relative_bound_text(a.dQ.bound, "{:.1e}"),
+                  fa::relative_bound_text(a.dK.bound, "{:.1e}"), fa::relative_bound_text(a.dV.bound, "{:.1e}")),
+      a.pass() && bytes_equal && !overflowed};
 }
 
 // The check of rank 0: the gathered O and L against chapter 05 run in one process on the whole
@@ -457,6 +662,12 @@ void print_cluster_model(double tflops) {
                std::ceil(ch09::shortest_hiding_rows(kBf16, F, false, link)),
                std::ceil(ch09::shortest_hiding_rows(kBf16, F, true, link)));
   }
+  fmt::print("The backward (K, V in bf16 with dK, dV in float32 on the link, 10 n^2 d FLOP a head a step) from:\n");
+  for (const ch09::Link& link : {ch09::kNvlink, ch09::kAcrossNodes}) {
+    fmt::print("  {}: backward {:.0f} without the mask, {:.0f} causal\n", link.name,
+               std::ceil(ch09::shortest_backward_hiding_rows(kBf16, F, false, link)),
+               std::ceil(ch09::shortest_backward_hiding_rows(kBf16, F, true, link)));
+  }
 }
 
 }  // namespace
@@ -484,6 +695,21 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"float32", "bf16", "fp16"}))
       ->capture_default_str();
   fa::Output& out = program.add_output("--out", "O");
+  bool backward = false;
+  std::string do_path;
+  auto* backward_flag = app.add_flag(
+      "--backward", backward,
+      "after the forward ring, the backward ring: dQ, dK, dV by chapter 07's kernels, dK and dV travelling with K, V");
+  app.add_option("--do", do_path,
+                 "with --backward: dO, the gradient of the loss with respect to O, as a .npy file (float32, Q's "
+                 "shape; default: normal(0, 1) from the seed, as chapter 07)")
+      ->check(CLI::Validator([](std::string& text) { return text.empty() ? std::string("the path is empty") : ""; }, "",
+                             "file"))
+      ->needs(backward_flag);
+  fa::Output& out_dQ = program.add_output("--dq", "dQ");
+  fa::Output& out_dK = program.add_output("--dk", "dK");
+  fa::Output& out_dV = program.add_output("--dv", "dV");
+  for (const fa::Output* o : {&out_dQ, &out_dK, &out_dV}) o->option()->needs(backward_flag);
   bool cluster = false;
   std::uint64_t tflops = 400;
   auto* cluster_flag =
@@ -491,6 +717,7 @@ int main(int argc, char** argv) {
   fa::cli::add_integer(app, "--tflops", tflops, "with --cluster: attention's TFLOP/s per GPU", 1, 100000)
       ->needs(cluster_flag);
   out.option()->excludes(cluster_flag);
+  backward_flag->excludes(cluster_flag);
   program.summary_option()->excludes(cluster_flag);
 
   const auto P = static_cast<std::size_t>(mpi.ranks);
@@ -524,7 +751,20 @@ the model in cluster_model.h: the transfer hides behind the compute once each GP
     const fa::Shape4 full = rank_0_checks(mpi, [&] {
       device = flags.chosen_device();
       const fa::AttentionShape shape = flags.plan(plan);  // Q, K, V whole: rank 0 draws or reads them
-      ch09::check_problem(shape, P, options);
+      if (backward) {
+        ch09::check_backward_problem(shape, P, options);
+        if (!do_path.empty()) {
+          const fa::Shape4 do_shape = fa::read_npy_shape(do_path);
+          const fa::Shape4 q_shape{shape.batch, shape.heads, shape.seq_len_q, shape.head_dim};
+          if (do_shape != q_shape) {
+            throw std::invalid_argument(fmt::format("--do {}: shape {}, but dO must have Q's shape {}", do_path,
+                                                    do_shape.str(), q_shape.str()));
+          }
+          plan.add_input("--do", do_path);
+        }
+      } else {
+        ch09::check_problem(shape, P, options);
+      }
       // MPI counts floats in int: the whole O that rank 0 gathers must stay within it.
       const std::uint64_t values =
           fa::saturating_mul(shape.batch * shape.heads, fa::saturating_mul(shape.seq_len_q, shape.head_dim));
@@ -537,6 +777,12 @@ the model in cluster_model.h: the transfer hides behind the compute once each GP
           "reference",
           fa::saturating_add(fa::saturating_mul(sizeof(float), values),
                              fa::saturating_mul(3, ch05::memory_needed(shape))));
+      if (backward) {
+        plan.memory.add(
+            "rank 0, the backward: dO, the gathered dQ, dK, dV, and chapter 07 with its float64 check",
+            fa::saturating_add(fa::saturating_mul(4 * sizeof(float), values),
+                               fa::saturating_add(ch07::memory_needed(shape), ch07::reference_memory(shape))));
+      }
       return fa::Shape4{shape.batch, shape.heads, shape.seq_len_q, shape.head_dim};
     });
     if (mpi.rank != 0) {
@@ -556,14 +802,28 @@ the model in cluster_model.h: the transfer hides behind the compute once each GP
     const std::uint64_t shard = fa::saturating_mul(
         sizeof(float), full.size() / P + full.batch * full.heads * 2 * full.head_dim);  // (a row longer, twice)
     plan.memory.add("this rank's shards: Q, K and V, two K/V shards on the wire, O", fa::saturating_mul(8, shard));
+    if (backward) {
+      plan.memory.add("the backward: dO, dQ, the travelling dK, dV and their part, four dK/dV shards on the wire",
+                      fa::saturating_mul(14, shard));
+    }
     program.check(plan);
     // Rank 0: the whole Q, K, V, to scatter and to check against; for bf16 and fp16 (chapter 06's
     // kernel, whose exponent has a limit on the scores: error_budget.h) their scores checked before
     // any work. A refusal here ends every rank as one of rank 0's checks does (the others learn it in
     // every_rank_ready, below).
     fa::AttentionFlags::Inputs in;
+    fa::Tensor4<float> dO;  // rank 0, with --backward: the whole dO
     if (mpi.rank == 0) {
       in = flags.load();
+      if (backward) {
+        // As chapter 07's demo: from --do, or normal(0, 1) drawn after Q's, K's and V's seeds.
+        dO = do_path.empty() ? fa::Tensor4<float>(full, fa::normal<float>(full.size(), flags.seed + 3))
+                             : fa::read_npy_f32_4d(do_path);
+        if (dO.shape != full) {
+          throw std::runtime_error(
+              fmt::format("--do {}: the file changed since it was checked ({})", do_path, dO.shape.str()));
+        }
+      }
       if (in.Q.shape != full || in.K.shape != full || in.V.shape != full) {
         throw std::runtime_error(fmt::format("{}: the files changed since they were checked (Q {}, K {}, V {})",
                                              in.origin, in.Q.shape.str(), in.K.shape.str(), in.V.shape.str()));
@@ -576,10 +836,20 @@ the model in cluster_model.h: the transfer hides behind the compute once each GP
       }
     }
 
+    const std::string title = fmt::format("ring attention{}, {} rank{}, {} layout{}", backward ? " backward" : "", P,
+                                          P == 1 ? "" : "s", ch09::to_string(layout), flags.causal ? ", causal" : "");
     program.start(
-        fa::Banner{fmt::format("ring attention, {} rank{}, {} layout{}", P, P == 1 ? "" : "s", ch09::to_string(layout),
-                               flags.causal ? ", causal" : ""),
-                   R"(Rank 0 draws (or reads) Q, K and V and scatters each rank its shard of the sequence's rows. At
+        backward
+            ? fa::Banner{title,
+                         R"(Rank 0 draws (or reads) Q, K, V and dO and scatters each rank its shard of the sequence's rows.
+The forward ring leaves each rank its rows' O and L. Then the backward ring: at each of P steps a
+rank runs chapter 07's backward on its queries against the K/V shard it holds, keeps the dQ part,
+and adds the dK, dV part to that shard's dK, dV, which travel the ring with K and V (K, V sent
+before the compute, dK, dV after it) and come home after the last step. Rank 0 gathers dQ, dK, dV
+and compares them with chapter 07 run in one process on the same inputs.)"}
+            : fa::Banner{
+                  title,
+                  R"(Rank 0 draws (or reads) Q, K and V and scatters each rank its shard of the sequence's rows. At
 each of P steps a rank computes its queries against the K/V shard it holds (chapter 05's kernel,
 chapter 06's for bf16/fp16), which returns a partial (O_i, L_i), folds it into its running (O, L)
 with chapter 08's merge, and passes the shard to the next rank; the send and the receive start
@@ -595,25 +865,54 @@ the same inputs.)"});
     // Rank 0 says when the run will be long, and shows its kernels' progress (on the CPU path).
     std::optional<simt::ShowProgress> progress;
     if (mpi.rank == 0 && device == fa::Device::cpu &&
-        fa::announce_long_run(kFlopsPerScore * static_cast<double>(full.batch * full.heads) *
-                                  static_cast<double>(full.seq_len) * static_cast<double>(full.seq_len) *
-                                  static_cast<double>(full.head_dim),
+        fa::announce_long_run((backward ? kBackwardFlopsPerScore : kFlopsPerScore) *
+                                  static_cast<double>(full.batch * full.heads) * static_cast<double>(full.seq_len) *
+                                  static_cast<double>(full.seq_len) * static_cast<double>(full.head_dim),
                               kFlopsPerSecond)) {
-      progress.emplace("rank 0's part of the ring, then chapter 05");
+      progress.emplace(backward ? "rank 0's part of the rings, then chapter 07"
+                                : "rank 0's part of the ring, then chapter 05");
     }
     RankResult mine;
+    BackwardResult gradients;
     try {
       fa::Tensor4<float> Q = scatter_rows(in.Q, full, mpi, layout);
       fa::Tensor4<float> K = scatter_rows(in.K, full, mpi, layout);
       fa::Tensor4<float> V = scatter_rows(in.V, full, mpi, layout);
-      mine = run_ring(std::move(Q), std::move(K), std::move(V), full, mpi, layout, options, device);
+      if (backward) {
+        const fa::Tensor4<float> dO_rows = scatter_rows(dO, full, mpi, layout);
+        mine = run_ring(Q, K, V, full, mpi, layout, options, device);  // O and L of this rank's rows
+        gradients = run_ring_backward(Q, std::move(K), std::move(V), mine.O, mine.L, dO_rows, full, mpi, layout,
+                                      options, device);
+      } else {
+        mine = run_ring(std::move(Q), std::move(K), std::move(V), full, mpi, layout, options, device);
+      }
     } catch (const std::exception& e) {
       abort_ring(e);
     }
     Gathered all = gather(mine, mpi, full, layout);
+    std::vector<RankTimes> backward_times;
+    fa::Tensor4<float> dQ, dK, dV;
+    if (backward) {
+      backward_times = gather_times(gradients.times, mpi);
+      dQ = gather_rows(gradients.dQ.values, mpi, full, layout, full.head_dim);
+      dK = gather_rows(gradients.dK.values, mpi, full, layout, full.head_dim);
+      dV = gather_rows(gradients.dV.values, mpi, full, layout, full.head_dim);
+    }
     if (mpi.rank != 0) return program.finish(std::nullopt);
-    fmt::print("Q, K and V {}{}; inputs: {} (rank 0 scattered each rank its rows); {}; device: {}\n\n", full.str(),
+    fmt::print("Q, K and V {}{}; inputs: {} (rank 0 scattered each rank its rows); {}; device: {}\n", full.str(),
                flags.causal ? ", causal" : "", in.origin, ch08::to_string(options.element), fa::to_string(device));
+    if (backward) {
+      fmt::print("dO: {}; O and L: the forward ring's, on each rank for its rows\n\n",
+                 do_path.empty() ? fmt::format("normal(0, 1), seed {}", flags.seed + 3) : do_path);
+      const bool bytes_equal = print_backward(backward_times, full, layout);
+      fa::Check check = check_backward(dQ, dK, dV, all, in, dO, options, P, layout, bytes_equal, device);
+      out.write(std::move(all.O));
+      out_dQ.write(std::move(dQ));
+      out_dK.write(std::move(dK));
+      out_dV.write(std::move(dV));
+      return program.finish(check);
+    }
+    fmt::print("\n");
     print_ring(all, full, layout, flags.causal);
     fa::Check check = check_against_chapter_05(all, in, options, P, layout, device);
     out.write(std::move(all.O));

@@ -111,4 +111,107 @@ RingRun ring_in_one_process(const fa::Tensor4<float>& Q, const fa::Tensor4<float
                             std::size_t ranks, Layout layout, const Options& options,
                             fa::Device device = fa::Device::cpu);
 
+// ---------------------------------------------------------------------------------------------
+// The backward pass on the ring. Training needs dQ, dK and dV of a loss whose gradient with respect
+// to O is dO. Chapter 07 computes them for one (Q, K, V) from the forward's O and L: P = exp(S - L)
+// recomputed tile by tile, D = rowsum(dO * O), and dV = P^T dO, dS = P * (dP - D), dQ = dS K * scale,
+// dK = dS^T Q * scale. Each of these is a sum over pairs (query row, key row), and with the forward's
+// L and O of the WHOLE row (what the forward ring leaves on each rank) chapter 07 run on one pair of
+// chunks gives exactly that pair's terms. So the ring runs chapter 07's backward per pair of chunks,
+// keeps the dQ terms (its own queries), and hands the dK, dV terms to the K/V shard they belong to:
+// buffers that travel the ring with K and V and reach their owner after P steps.
+//
+// One rank, P steps (main.cpp moves the shards with MPI; ring_backward_in_one_process by hand):
+//   1. state = RankBackward(my Q, O, L, dO shards)      dQ = 0
+//   2. for step s = 0 .. P - 1:
+//   3.   held = the K/V shard of rank (r - s) mod P       (step 0: my own)
+//   4.   send held K, V to rank r + 1, receive the next from rank r - 1  (started before line 5)
+//   5.   part = state.step(held)                          chapter 07 per pair of chunks: dQ kept here,
+//                                                         the pair's dK, dV returned
+//   6.   travelling = part (s = 0), or the dK, dV of held's shard received from rank r - 1 (sent
+//        there at its step s - 1, line 7), plus part: accumulate(travelling, part)
+//   7.   send travelling to rank r + 1 (at s = P - 1 that is held's owner: home), not waited for
+//        here, so that it travels during the next step's line 5
+//   8.   wait for line 4
+//   9. receive my own dK, dV from rank r - 1 (sent at its line 7 of step P - 1); dQ = state.dQ()
+// The same float additions in the same order on every run at a given P (chapter 07's deterministic
+// dQ kernel, then this fixed order), so the result is the same bit for bit; a different P cuts the
+// sums into other chunks, so it differs by float32 rounding only.
+//
+// Source: Liu, Zaharia and Abbeel 2023, Ring Attention, section 3 (the backward's blockwise form,
+// dK and dV passed around the ring with K and V); Dao 2023, FlashAttention-2, Algorithm 2 (the
+// backward pass per pair of blocks, from the saved logsumexp).
+// Run the demo: mpirun --quiet -np 4 build/default/bin/ch09_ring_attention --backward --causal --layout zigzag
+
+// The checks of the backward before any work: check_problem's (self-attention, head_dim 64 or 128,
+// ranks >= 1), float32 only (chapter 07's kernels are float32), and chapter 07's own
+// (ch07::check_problem: scale, grid, int indexing). Throws std::invalid_argument, one line saying
+// what is accepted.
+void check_backward_problem(const fa::AttentionShape& shape, std::size_t ranks, const Options& options);
+
+// The dK and dV of one K/V shard's rows, summed over the ranks its shard has visited so far: what
+// travels the ring with K and V, and comes home to `owner`.
+struct KVGradients {
+  std::size_t owner = 0;      // the rank whose K/V rows these are the gradients of
+  fa::Tensor4<float> dK, dV;  // [batch, heads, shard rows, head_dim]
+};
+
+// travelling.dK += part.dK, travelling.dV += part.dV, element by element (line 6). Throws
+// std::invalid_argument when the owners or the shapes differ.
+void accumulate(KVGradients& travelling, const KVGradients& part);
+
+// One rank's queries in the backward: its Q, O, L and dO, and its dQ so far.
+class RankBackward {
+ public:
+  // Q, O, dO: the rank's shards [batch, heads, shard rows, head_dim] of `chunks`' rows; L [batch,
+  // heads, shard rows], the forward's logsumexp of the whole row (RankState::L). Throws
+  // std::invalid_argument when they do not fit.
+  RankBackward(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& O, const std::vector<float>& L,
+               const fa::Tensor4<float>& dO, std::vector<Chunk> chunks, Options options, fa::Device device);
+
+  // Line 5: for every chunk of my queries and every chunk of `kv` it sees (visible(); the causal mask
+  // on the diagonal pair only, where query and key rows are the same), chapter 07's backward
+  // (deterministic dQ), its dQ added to mine and its dK, dV into the returned part, zeros where no
+  // query of mine sees a key. Returns the part for kv's rows [batch, heads, kv rows, head_dim].
+  // Throws std::invalid_argument for a shard that does not fit, and what ch07::flash_attention_2_backward
+  // throws (std::runtime_error for the device).
+  KVGradients step(const KVShard& kv);
+
+  // Line 9: dQ [batch, heads, shard rows, head_dim]. Never throws (but for memory).
+  fa::Tensor4<float> dQ() const;
+  // The pairs of chunks run by chapter 07 so far. Never throws.
+  int pairs() const { return pairs_; }
+
+ private:
+  std::vector<Chunk> chunks_;
+  std::vector<fa::Tensor4<float>> Q_, O_, dO_, dQ_;  // per query chunk: [batch, heads, chunk rows, head_dim]
+  std::vector<std::vector<float>> L_;                // per query chunk: [batch, heads, chunk rows]
+  fa::Shape4 shape_;
+  Options options_;
+  fa::Device device_;
+  int pairs_ = 0;
+};
+
+// The communication model of the backward: the bytes `rank` sends at each step (lines 4 and 7),
+// float32 on the wire as the program sends them. At a step s < P - 1 the K/V shard it holds and that
+// shard's dK, dV (4 x batch x heads x rows x head_dim x 4 B); at step P - 1 the dK, dV alone, home.
+// One rank sends nothing. full: [batch, heads, seq_len, head_dim]. Returns [ranks steps]. Throws as
+// chunks_of_rank.
+std::vector<double> backward_sends(const fa::Shape4& full, std::size_t ranks, std::size_t rank, Layout layout);
+
+// The whole backward ring in this process, shards passed by hand in the order of lines 4-9: what P
+// processes compute, bit for bit. Q, K, V, O, dO: [batch, heads, seq_len, head_dim]; L [batch,
+// heads, seq_len] (O and L: the forward's, chapter 05's or the ring's). Returns the gathered dQ, dK,
+// dV (shaped as Q, K, V) and the bytes each rank handed on at each step (what the program sends).
+// Throws as check_backward_problem and RankBackward.
+struct RingBackwardRun {
+  fa::Tensor4<float> dQ, dK, dV;
+  std::vector<std::vector<double>> bytes_sent;  // [rank][step]
+};
+RingBackwardRun ring_backward_in_one_process(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K,
+                                             const fa::Tensor4<float>& V, const fa::Tensor4<float>& O,
+                                             const std::vector<float>& L, const fa::Tensor4<float>& dO,
+                                             std::size_t ranks, Layout layout, const Options& options,
+                                             fa::Device device = fa::Device::cpu);
+
 }  // namespace ch09

@@ -45,4 +45,33 @@ constexpr double shortest_hiding_rows(double element_bytes, double flops_per_sec
   return (causal ? 1.0 : 0.5) * element_bytes * flops_per_second / link.bytes_per_second;
 }
 
+// The backward's step (ring.h, the backward's lines 4-7) for n rows per GPU:
+//
+//   compute   10 n^2 d heads FLOP: chapter 07's five products per pair of chunks (S = Q K^T
+//             recomputed, dV += P^T dO, dP = dO V^T, dQ += dS K, dK += dS^T Q), half of it causal
+//             (zigzag), as in the forward
+//   transfer  the next K/V shard in the element type and the travelling dK, dV in float32 (they sum
+//             P parts; in bf16 each addition would round to 8 bits): 2 n d heads (e + 4) bytes a
+//             step. K, V move during the step they are sent in, dK, dV during the next one: one of
+//             each per step on the link, and one more dK, dV after the last step (their trip home,
+//             not hidden: the length of one transfer of 2 n d heads 4 bytes)
+//
+// The transfer hides from n >= (e + 4) F / (5 B) rows per GPU without the mask, 2 (e + 4) F / (5 B)
+// causal: for bf16 1.2 F / B, 6/5 of the forward's length without the mask (twice the compute, 3
+// times the bytes). Source: Liu, Zaharia and Abbeel 2023, Ring Attention, section 3; Dao 2023,
+// FlashAttention-2, section 3.2 (the backward's five matrix products). Never throws.
+constexpr StepModel backward_step_model(double n, double heads, double head_dim, double element_bytes,
+                                        double flops_per_second, bool causal, const Link& link) {
+  const double flops = (causal ? 5.0 : 10.0) * n * n * head_dim * heads;
+  const double bytes = 2.0 * n * head_dim * heads * (element_bytes + 4.0);
+  return {flops / flops_per_second, bytes / link.bytes_per_second};
+}
+
+// The fewest rows per GPU at which a backward step's compute covers its transfer (see above).
+// Never throws.
+constexpr double shortest_backward_hiding_rows(double element_bytes, double flops_per_second, bool causal,
+                                               const Link& link) {
+  return (causal ? 2.0 : 1.0) * (element_bytes + 4.0) * flops_per_second / (5.0 * link.bytes_per_second);
+}
+
 }  // namespace ch09
