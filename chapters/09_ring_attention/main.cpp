@@ -425,7 +425,7 @@ fa::Check check_against_chapter_05(const Gathered& g, const fa::AttentionFlags::
   fmt::print("  L, {}: |L - L_05| = {:.3g}, bound {}\n",
              L_pass ? "the row closest to its bound" : "the first row outside its bound", L_error,
              fa::bound_text(L_bound, "{:.3g}"));
-  const bool overflowed = fa::report_overflow("O", g.O.values, {in.Q.values, in.K.values, in.V.values});
+  const bool overflowed = fa::report_nonfinite("O", g.O, in.Q, in.K, scale, {in.Q.values, in.K.values, in.V.values});
   return fa::Check{"09",
                    fmt::format("ring attention ({} rank{}, {}, {}, {}) vs ch05", P, P == 1 ? "" : "s",
                                ch09::to_string(layout), ch08::to_string(options.element), fa::to_string(device)),
