@@ -147,6 +147,13 @@ def main() -> int:
                 built = time.monotonic() - step
                 state = (f"region {next(iter(undone))[1] + 1} of {region_count[e.id]} undone" if undone
                          else "answer" if with_answer else "stub")
+                if error and undone:
+                    # A region undone that leaves the rest not compiling (05b: the mask uses the `visible`
+                    # of its first region) fails the grade too: the grader gives the exercise no points.
+                    row.append((built, 0.0, True))
+                    log(f"3. {e.id} {state:<21}: rebuilt {', '.join(changed) or 'nothing'} in {built:.1f} s; "
+                        f"does not compile, which the grade counts as a FAIL ({error.removeprefix('does not compile: ')})")
+                    continue
                 if error:
                     failures.append(f"{e.id}: {state} state does not build: {error}")
                     row.append((built, 0.0, False))

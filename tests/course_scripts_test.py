@@ -150,6 +150,14 @@ class GradeCopy(unittest.TestCase):
         self.assertIn("out[i] = oops;", (self.tree.src / "chapters/05_x/k.cuh").read_text())
         self.assertFalse((self.tree.src / "build").exists())
 
+    def test_a_grade_folder_inside_a_plain_tree_is_not_copied_into_itself(self):
+        root = self.tree.root
+        inside = course.GradeTree(root, root / "grading", self.exercises)
+        inside.sync()
+        inside.sync()
+        self.assertTrue((root / "grading" / "src" / "chapters/05_x/k.cuh").exists())
+        self.assertFalse((root / "grading" / "src" / "grading").exists())
+
     def test_an_error_in_a_region_is_that_exercises_with_the_students_line(self):
         path = self.tree.src / "chapters/05_x/k.cuh"
         output = (f"[3/9] Building CXX object k.o\nFAILED: k.o\n{path}:4:12: error: 'oops' was not declared in "

@@ -313,9 +313,19 @@ def apply_answers(solution: Path, tree: Path, exercises: list[Exercise], answere
 LOCATION = re.compile(r"^(?P<path>[^\s:][^:]*):(?P<line>\d+):(?:\d+:)? (?P<what>.*)$")
 
 
-def student_files(root: Path) -> list[str]:
+def student_files(root: Path, leave_out: Path | None = None) -> list[str]:
     """The files of a tree that its build reads, relative to its root: where the tree is a git
-    checkout, those git tracks and those it does not ignore; else every file but .git/ and build/."""
+    checkout, those git tracks and those it does not ignore; else every file but .git/ and build/.
+    Nothing under `leave_out` (the grade's own folder, wherever it is)."""
+    files = tree_files(root)
+    if leave_out is not None and root.resolve() in leave_out.resolve().parents:
+        inside = leave_out.resolve().relative_to(root.resolve()).as_posix() + "/"
+        files = [f for f in files if not f.startswith(inside)]
+    return files
+
+
+def tree_files(root: Path) -> list[str]:
+    """student_files without leave_out."""
     try:
         top = subprocess.run(["git", "-C", str(root), "rev-parse", "--show-toplevel"], check=True,
                              capture_output=True, text=True).stdout.strip()
@@ -351,7 +361,7 @@ class GradeTree:
         """Copies the student's files into the copy (where they differ), every exercise region as the
         student wrote it but those of self.stubbed, which hold their stubs; removes files the student
         no longer has."""
-        files = student_files(self.root)
+        files = student_files(self.root, self.src.parent)
         wanted = set(files)
         if self.src.exists():
             for dirpath, _, names in os.walk(self.src):
