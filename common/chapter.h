@@ -25,6 +25,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <limits>
 #include <optional>
 #include <span>
@@ -254,13 +255,24 @@ std::string relative_bound_text(double bound, std::string_view format = "{:.2g}"
 // True when every value is finite. With finite inputs, attention's O is a weighted mean of V's rows
 // and every gradient is finite too: a NaN or an infinity there is an overflow of the float32
 // computation, a FAIL of every chapter on that input whatever the bound says (the demos count them
-// in the error field). Never throws.
+// in the error field; report_nonfinite says what is known of it). Never throws.
 bool all_finite(std::span<const float> values);
 
-// The rule above as a demo applies it: true, after printing one line that says so, when `out` (named
-// `name`) holds a NaN or an infinity although every one of `inputs` is finite. Never throws.
-bool report_overflow(std::string_view name, std::span<const float> out,
-                     std::initializer_list<std::span<const float>> inputs);
+// What the inputs allow a score to reach: |scale| times the largest |q|_2 of Q's rows times the largest
+// |k|_2 of K's (rows of head_dim values), and at least that product without the scale. By
+// Cauchy-Schwarz no score, and no partial sum of its dot product before or after the scale, is
+// larger in exact arithmetic. Computed in double, so it does not overflow itself. Never throws.
+double score_magnitude_bound(const Tensor4<float>& Q, const Tensor4<float>& K, double scale);
+
+// The rule above as a demo applies it: true, after printing what is known, when `out` (named
+// `name`) holds a NaN or an infinity although every one of `inputs` is finite. It says how many NaN
+// and how many infinities, where the first one is ([batch, head, row, column] of `out`), and whether
+// a score could reach float32's largest value on this input (score_magnitude_bound of Q and K with
+// `scale`): if not, the scores did not overflow, and the non-finite values were made later. It
+// prints to `stream`. Never throws.
+bool report_nonfinite(std::string_view name, const Tensor4<float>& out, const Tensor4<float>& Q,
+                      const Tensor4<float>& K, double scale, std::initializer_list<std::span<const float>> inputs,
+                      std::FILE* stream = stdout);
 
 // ---- Flags that refuse a bad value with one line -------------------------------------------------
 // Each refuses a bad value when the flags are parsed, with one line that names the flag, the value

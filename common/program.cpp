@@ -4,11 +4,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <exception>
 #include <filesystem>
+#include <limits>
 #include <system_error>
 
 #include <fmt/format.h>
@@ -44,16 +46,58 @@ bool all_finite(std::span<const float> values) {
   return true;
 }
 
-bool report_overflow(std::string_view name, std::span<const float> out,
-                     std::initializer_list<std::span<const float>> inputs) {
+double score_magnitude_bound(const Tensor4<float>& Q, const Tensor4<float>& K, double scale) {
+  const auto largest_norm = [](const Tensor4<float>& t) {
+    const std::size_t d = t.shape.head_dim;
+    double largest = 0.0;
+    for (std::size_t row = 0; d > 0 && row < t.values.size() / d; ++row) {
+      double sum = 0.0;
+      for (std::size_t c = 0; c < d; ++c) {
+        const double x = t.values[row * d + c];
+        sum += x * x;
+      }
+      largest = std::max(largest, std::sqrt(sum));
+    }
+    return largest;
+  };
+  return std::max(1.0, std::fabs(scale)) * largest_norm(Q) * largest_norm(K);
+}
+
+bool report_nonfinite(std::string_view name, const Tensor4<float>& out, const Tensor4<float>& Q,
+                      const Tensor4<float>& K, double scale, std::initializer_list<std::span<const float>> inputs,
+                      std::FILE* stream) {
   for (std::span<const float> in : inputs) {
-    if (!all_finite(in)) return false;  // NaN in, NaN out: that is propagation, not overflow
+    if (!all_finite(in)) return false;  // NaN in, NaN out: that is propagation, the front door's matter
   }
-  if (all_finite(out)) return false;
-  say(stdout,
-      "{} holds NaN or inf although every input is finite: the float32 computation overflowed on this input "
-      "(a score past 3.4e38), which is a FAIL whatever the bound\n",
-      name);
+  std::size_t nans = 0, infs = 0, first = out.values.size();
+  for (std::size_t k = 0; k < out.values.size(); ++k) {
+    if (std::isfinite(out.values[k])) continue;
+    ++(std::isnan(out.values[k]) ? nans : infs);
+    first = std::min(first, k);
+  }
+  if (nans + infs == 0) return false;
+  const Shape4& s = out.shape;
+  const std::size_t d = s.head_dim, seq = s.seq_len * d, head = s.heads * seq;
+  say(stream,
+      "{} holds {} NaN and {} inf although every input is finite, a FAIL whatever the bound; the first at "
+      "[{}, {}, {}, {}] (value {} of {})\n",
+      name, nans, infs, first / head, first % head / seq, first % seq / d, first % d, first, out.values.size());
+  // Half of float32's largest value: a dot product of finite terms whose exact partial sums stay below
+  // it cannot round past 3.4e38 (rounding grows a sum of head_dim terms by a factor (1 + 2^-24)^head_dim,
+  // far below 2), and neither can s - m for two such scores in the softmax.
+  const double limit = 0.5 * static_cast<double>(std::numeric_limits<float>::max());
+  const double bound = score_magnitude_bound(Q, K, scale);
+  if (bound < limit) {
+    say(stream,
+        "  no score can reach 3.4e38 on this input (|scale| x largest |q| x largest |k| = {:.3g}, below half of "
+        "it): the scores did not overflow; the first non-finite value was made after them\n",
+        bound);
+  } else {
+    say(stream,
+        "  a score can reach 3.4e38 on this input (|scale| x largest |q| x largest |k| = {:.3g}): the float32 "
+        "scores may have overflowed\n",
+        bound);
+  }
   return true;
 }
 

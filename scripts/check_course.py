@@ -12,8 +12,10 @@
    exercises.toml); every other exercise keeps its stub. There, X's tests must FAIL; with X's answer
    written in too, they must PASS. So each exercise's tests fail on its stub and pass on its answer
    while the stubs of the other chapters (but for the declared needs) and of the later exercises of
-   its own chapter are in place: no other exercise's stub can cost it its points. Each step
-   rebuilds only what the file it rewrote changes (one chapter's kernel or test source).
+   its own chapter are in place: no other exercise's stub can cost it its points. An exercise of
+   several regions is then answered with one region at a time back to its stub: its tests must
+   FAIL each time, so no region of it can be left undone for full marks. Each step rebuilds only
+   what the file it rewrote changes (one chapter's kernel or test source).
 4. With every answer written back, the tree's files equal the repository's: the stubs were the
    only change.
 That the repository itself passes every exercise's tests is what the test workflow checks: they
@@ -129,26 +131,42 @@ def main() -> int:
             print(f"error: {e}", file=sys.stderr)
             return 1
         order = sorted(chosen, key=lambda e: (-int(e.chapter), e.number[1]))
+        region_count = {id_: len(rs) for id_, rs in course.scan(course.ROOT).items()}
         for e in order:
             row = []
-            for with_answer in (False, True):
-                answered = answered_before(exercises, e) | ({e.id} if with_answer else set())
+            # The stub, the answer, then (for an exercise of several regions) the answer with one region
+            # undone, each in turn: every region must be needed, not only the exercise as a whole.
+            states = [(False, frozenset()), (True, frozenset())]
+            if region_count[e.id] > 1:
+                states += [(False, frozenset({(e.id, k)})) for k in range(region_count[e.id])]
+            for with_answer, undone in states:
+                answered = answered_before(exercises, e) | ({e.id} if with_answer or undone else set())
                 step = time.monotonic()
-                changed = course.apply_answers(course.ROOT, tree, exercises, answered)
+                changed = course.apply_answers(course.ROOT, tree, exercises, answered, undone)
                 error = course.build_targets(build, [p for p in e.programs + e.racecheck if p in targets], args.jobs)
                 built = time.monotonic() - step
+                state = (f"region {next(iter(undone))[1] + 1} of {region_count[e.id]} undone" if undone
+                         else "answer" if with_answer else "stub")
+                if error and undone:
+                    # A region undone that leaves the rest not compiling (05b: the mask uses the `visible`
+                    # of its first region) fails the grade too: the grader gives the exercise no points.
+                    row.append((built, 0.0, True))
+                    log(f"3. {e.id} {state:<21}: rebuilt {', '.join(changed) or 'nothing'} in {built:.1f} s; "
+                        f"does not compile, which the grade counts as a FAIL ({error.removeprefix('does not compile: ')})")
+                    continue
                 if error:
-                    failures.append(f"{e.id}: {'answer' if with_answer else 'stub'} state does not build: {error}")
+                    failures.append(f"{e.id}: {state} state does not build: {error}")
                     row.append((built, 0.0, False))
                     continue
                 outcome = course.grade_exercise(build, e, targets, args.timeout, args.jobs)
                 if outcome.passed != with_answer:
-                    what = "passes on its stub" if outcome.passed else f"fails with its answer: {outcome.message}"
+                    what = (f"passes with its {state}" if outcome.passed
+                            else f"fails with its answer: {outcome.message}")
                     failures.append(f"{e.id} {what} (answered: {', '.join(sorted(answered)) or 'none'})")
                 row.append((built, outcome.seconds, outcome.passed == with_answer))
-                log(f"3. {e.id} {'answer' if with_answer else 'stub  '}: rebuilt {', '.join(changed) or 'nothing'} "
+                log(f"3. {e.id} {state:<21}: rebuilt {', '.join(changed) or 'nothing'} "
                     f"in {built:.1f} s; tests {'PASS' if outcome.passed else 'FAIL'} in {outcome.seconds:.1f} s")
-            timings[e.id] = [row[0][0], row[0][1], row[1][0], row[1][1]]
+            timings[e.id] = [row[0][0], row[0][1], row[1][0], row[1][1]] + [x for r in row[2:] for x in r[:2]]
 
         # 4. Every answer back: the tree is the repository.
         course.apply_answers(course.ROOT, tree, exercises, {e.id for e in exercises})
@@ -161,16 +179,19 @@ def main() -> int:
             f"4. {len(differ)} files differ from the repository")
 
     print()
-    print(f"{'exercise':<9} {'stub: build':>11} {'tests':>6}  {'answer: build':>13} {'tests':>6}")
+    print(f"{'exercise':<9} {'stub: build':>11} {'tests':>6}  {'answer: build':>13} {'tests':>6}  "
+          "one region undone, each in turn: build, tests")
     for e in (e for e in exercises if e.id in timings):
         t = timings[e.id]
-        print(f"{e.id:<9} {t[0]:10.1f}s {t[1]:5.1f}s  {t[2]:12.1f}s {t[3]:5.1f}s")
+        undone = "  ".join(f"{t[k]:.1f}s {t[k + 1]:.1f}s" for k in range(4, len(t), 2))
+        print(f"{e.id:<9} {t[0]:10.1f}s {t[1]:5.1f}s  {t[2]:12.1f}s {t[3]:5.1f}s  {undone}".rstrip())
     print(f"total: {time.monotonic() - start:.0f} s")
     if failures:
         print("\nFAIL:\n  " + "\n  ".join(failures))
         return 1
     print(f"PASS: the {len(exercises)} stubs compile; each exercise's tests fail on its stub and pass on its answer "
-          "with the other chapters' stubs (but declared needs) and its chapter's later stubs in place")
+          "with the other chapters' stubs (but declared needs) and its chapter's later stubs in place; an exercise "
+          "of several regions fails with any one of them undone")
     return 0
 
 

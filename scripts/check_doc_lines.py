@@ -14,6 +14,9 @@ When the code moves, those numbers go stale. This check fails when one does:
    --bin), and every `path:N` the block quotes must be in what it prints now. A program that is
    not built is named and left out (build everything first, as CI does).
 
+A quote that reads as a compiler's diagnostic (`path:N: error: ...`, `path:N:M: warning: ...`)
+is left out of both: it quotes an edited file (a student's mistake, a deleted line), not the code.
+
 Usage: check_doc_lines.py --root REPO [--bin DIR]   (without --bin, only the first check runs)
 Exit status: 0 when every quote holds, 1 with one line per stale quote.
 """
@@ -24,7 +27,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-CITATION = re.compile(r"((?:\.\.\./)?[A-Za-z0-9_./-]+\.(?:cuh|cu|cpp|h)):(\d+)")
+# A diagnostic's `path:N: error:` (or `path:N:M: warning:`) is not matched: see the docstring.
+CITATION = re.compile(r"((?:\.\.\./)?[A-Za-z0-9_./-]+\.(?:cuh|cu|cpp|h)):(\d+)(?!\d)"
+                      r"(?!(?::\d+)?: (?:fatal )?(?:error|warning|note):)")
 # The instruction a doc line names, and what the source line then holds.
 INSTRUCTIONS = {"ldmatrix": "ldmatrix", "cp.async": "cp_async", "mma_m16n8k16": "mma_m16n8k16",
                 "__syncthreads()": "__syncthreads"}

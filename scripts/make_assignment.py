@@ -4,8 +4,8 @@
     scripts/make_assignment.py DIR [--git]
 
 DIR receives a copy of this repository's files (those git tracks, as they are in the working tree;
-no history), in which every exercise region of the chapters' sources (a line `// exercise NN.k:
-<task>`, the answer, a line `// end exercise`) holds the stub of scripts/course/exercises.toml
+no history), in which every exercise region of the chapters' sources (a line `// graded NNx:
+<task>`, the answer, a line `// end graded`) holds the stub of scripts/course/exercises.toml
 instead of the answer: code that compiles and leaves the output NaN or zeros. The marker lines stay,
 so each region still states its task. Nothing else changes. With --git, DIR becomes a git repository
 with the tree as its one commit, ready to push to the course's own repository. The student then runs

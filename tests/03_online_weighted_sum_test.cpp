@@ -140,7 +140,7 @@ TEST_CASE("the trace records what each block did, and ends on online_weighted_su
 }
 
 TEST_CASE("after every block, l and acc are the sums over the keys seen so far, acc not divided by l",
-          "[ch03][ex03.1]") {
+          "[ch03][graded03a]") {
   const std::size_t block = GENERATE(1u, 3u, 8u, 40u);
   const std::size_t n = 29, head_dim = 3;
   const auto scores = fa::normal(n, 1000 + block, 0.0, 4.0);
@@ -176,7 +176,7 @@ TEST_CASE("after every block, l and acc are the sums over the keys seen so far, 
 }
 
 TEST_CASE("the output is acc / l, divided once at the end: 28.98474626, and zeros for a query of only -inf",
-          "[ch03][ex03.2]") {
+          "[ch03][graded03b]") {
   for (std::size_t block = 1; block <= 5; ++block) {
     const auto online = ch03::online_weighted_sum(example_scores, matrix(example_values, 1), block);
     INFO("the worked example in blocks of " << block << ": " << online[0]);
@@ -237,7 +237,7 @@ TEST_CASE("a query whose scores are all -inf gives zeros, not NaN", "[ch03]") {
   CHECK(ch03::weighted_sum_all_at_once(scores, matrix(values, 3)) == std::vector<double>(3, 0.0));
 }
 
-TEST_CASE("a NaN score makes the output NaN; a NaN value only its own column", "[ch03][ex03.2]") {
+TEST_CASE("a NaN score makes the output NaN; a NaN value only its own column", "[ch03][graded03b]") {
   const auto values = fa::normal(4 * 2, 960);
   for (std::size_t block : {1u, 2u, 4u}) {
     for (double o :
@@ -384,8 +384,8 @@ TEST_CASE("attention agrees with an all-at-once evaluation, batch 2 and 3 heads"
   check_attention<double>(p, c.key_block, causal, seed);
 }
 
-TEST_CASE("attention agrees with the long-double definition, rows that see no key included", "[ch03][ex03.3]") {
-  // The grading test of exercise 03.3: chapter 03's attention alone against the definition, so that
+TEST_CASE("attention agrees with the long-double definition, rows that see no key included", "[ch03][graded03c]") {
+  // The grading test of exercise 03c: chapter 03's attention alone against the definition, so that
   // it fails for chapter 03's own lines only.
   const bool causal = GENERATE(false, true);
   check_attention<double>(Problem{2, 3, 13, 7, 8}, 3, causal, 21000, false);
@@ -414,7 +414,7 @@ TEST_CASE("a single decoding query sees all 257 keys, causal or not", "[ch03]") 
   check_attention<double>(p, 64, true, 30000);
 }
 
-TEST_CASE("causal rows that see no key give zeros and L = -inf", "[ch03][ex03.3]") {
+TEST_CASE("causal rows that see no key give zeros and L = -inf", "[ch03][graded03c]") {
   const Problem p{2, 3, 10, 4, 8};  // rows 0..5 see no key, row 6 sees key 0, ... row 9 all four
   const fa::Tensor4<double> Q(p.q_shape(), fa::normal(p.q_shape().size(), 40000));
   const fa::Tensor4<double> K(p.kv_shape(), fa::normal(p.kv_shape().size(), 40001));
@@ -442,7 +442,7 @@ TEST_CASE("causal rows that see no key give zeros and L = -inf", "[ch03][ex03.3]
   for (std::size_t d = 0; d < 8; ++d) CHECK(row6[d] == v0[d]);  // weight exp(0) / exp(0) = 1 exactly
 }
 
-TEST_CASE("scale: 0 averages the visible values; an explicit 1/sqrt(head_dim) is the default", "[ch03][ex03.3]") {
+TEST_CASE("scale: 0 averages the visible values; an explicit 1/sqrt(head_dim) is the default", "[ch03][graded03c]") {
   const Problem p{2, 3, 6, 6, 4};
   const fa::Tensor4<double> Q(p.q_shape(), fa::normal(p.q_shape().size(), 50000));
   const fa::Tensor4<double> K(p.kv_shape(), fa::normal(p.kv_shape().size(), 50001));
@@ -462,7 +462,7 @@ TEST_CASE("scale: 0 averages the visible values; an explicit 1/sqrt(head_dim) is
   CHECK(ch03::attention(Q, K, V, {2.0, false, 64}).O.values != by_default.O.values);
 }
 
-TEST_CASE("NaN reaches only the outputs that see it", "[ch03][ex03.3]") {
+TEST_CASE("NaN reaches only the outputs that see it", "[ch03][graded03c]") {
   const Problem p{2, 3, 8, 8, 4};
   const fa::Tensor4<double> Q(p.q_shape(), fa::normal(p.q_shape().size(), 60000));
   fa::Tensor4<double> K(p.kv_shape(), fa::normal(p.kv_shape().size(), 60001));

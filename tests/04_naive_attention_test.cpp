@@ -142,7 +142,7 @@ TEST_CASE("NaN in the input reaches the outputs it touches", "[ch04]") {
   CHECK(fa::agrees(err, 1e-6));
 }
 
-// ---- The grading tests of the course's exercises 04.1, 04.2 and 04.3 (docs/course.md): each kernel
+// ---- The grading tests of the course's exercises 04a, 04b and 04c (docs/course.md): each kernel
 // against the definition applied to its own input (S from Q and K, P from the kernel's S, O from the
 // kernel's P), so that each fails for its own kernel's lines only.
 
@@ -203,7 +203,7 @@ void for_each_run_on(std::vector<float> ch04::Result::*input, const char* name, 
 }  // namespace
 
 TEST_CASE("the scores kernel writes scale * Q K^T for every batch and head, -inf where the mask hides the key",
-          "[ch04][ex04.1]") {
+          "[ch04][graded04a]") {
   for (const KernelRun& r : grading_runs()) {
     const std::size_t n_q = r.c.seq_len_q, n_k = r.c.seq_len_k, dim = r.c.head_dim;
     const double scale = fa::default_scale(dim);
@@ -238,8 +238,8 @@ TEST_CASE("the scores kernel writes scale * Q K^T for every batch and head, -inf
   }
 }
 
-TEST_CASE("the softmax kernel makes each row of P chapter 01's softmax of the same row of S", "[ch04][ex04.2]") {
-  for_each_run_on(&ch04::Result::S, "S", "the scores kernel (exercise 04.1)", [](const KernelRun& r) {
+TEST_CASE("the softmax kernel makes each row of P chapter 01's softmax of the same row of S", "[ch04][graded04b]") {
+  for_each_run_on(&ch04::Result::S, "S", "the scores kernel (exercise 04a)", [](const KernelRun& r) {
     const std::size_t n_k = r.c.seq_len_k;
     std::size_t wrong = 0;
     std::string first;
@@ -262,8 +262,8 @@ TEST_CASE("the softmax kernel makes each row of P chapter 01's softmax of the sa
   });
 }
 
-TEST_CASE("the P V kernel makes O = P V from the kernel's own P", "[ch04][ex04.3]") {
-  for_each_run_on(&ch04::Result::P, "P", "the softmax kernel (exercise 04.2)", [](const KernelRun& r) {
+TEST_CASE("the P V kernel makes O = P V from the kernel's own P", "[ch04][graded04c]") {
+  for_each_run_on(&ch04::Result::P, "P", "the softmax kernel (exercise 04b)", [](const KernelRun& r) {
     const std::size_t n_q = r.c.seq_len_q, n_k = r.c.seq_len_k, dim = r.c.head_dim;
     std::size_t wrong = 0;
     std::string first;

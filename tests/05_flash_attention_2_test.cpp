@@ -206,7 +206,7 @@ TEST_CASE("NaN in Q or K reaches O and L where it should, and both checks count 
   CHECK(ch05::worst_L(flash.L, L_ref, ch05::L_magnitudes(in.Q, in.K, fa::default_scale(32)), 90).pass);
 }
 
-// ---- The grading tests of the course's exercises 05.1 and 05.2 (docs/course.md): the kernel against
+// ---- The grading tests of the course's exercises 05a and 05b (docs/course.md): the kernel against
 // the definition (tests/definition.h) rather than against chapter 04, so that they fail for this
 // chapter's own lines only.
 
@@ -239,7 +239,7 @@ void check_against_definition(std::size_t seq_len_q, std::size_t seq_len_k, std:
 }  // namespace
 
 TEST_CASE("over several key tiles, O and L agree with the definition (no tile cut short, nothing masked)",
-          "[ch05][ex05.1]") {
+          "[ch05][graded05a]") {
   // seq_len_k a multiple of every tile's Bc (32 and 64), not causal: the mask has nothing to hide.
   const auto [seq_len_q, seq_len_k] = GENERATE(table<std::size_t, std::size_t>({{1, 192}, {33, 64}, {100, 128}}));
   const std::size_t head_dim = GENERATE(32u, 64u, 128u);
@@ -247,7 +247,7 @@ TEST_CASE("over several key tiles, O and L agree with the definition (no tile cu
 }
 
 TEST_CASE("where the mask matters, O and L agree with the definition: causal, a last key tile cut short",
-          "[ch05][ex05.2]") {
+          "[ch05][graded05b]") {
   // Tails of the last key tile (33, 257, 203, 113), both sides of a bottom-right diagonal, and rows
   // that see no key (203 queries, 113 keys, causal: rows 0 to 89), where O must be 0 and L -inf.
   const auto [seq_len_q, seq_len_k] =

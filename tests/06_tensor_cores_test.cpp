@@ -312,11 +312,11 @@ TEST_CASE("the tensor-core kernel refuses tiles it does not offer, bad shapes, s
   CHECK(ch06::parse_element_type("fp16") == ElementType::fp16);
 }
 
-// ---- The grading tests of the course's exercises 06.1, 06.2 and 06.3 (docs/course.md): the kernel
+// ---- The grading tests of the course's exercises 06a, 06b and 06c (docs/course.md): the kernel
 // against the definition in double on the same rounded inputs (tests/definition.h) rather than
 // against chapter 05, so that they fail for this chapter's own lines only. O within the element
 // type's error budget (error_budget.h: its reference error is measured against float64 too), L
-// within L_bounds; exercise 06.1 and 06.2's tests look at O alone, 06.3's at L alone.
+// within L_bounds; exercise 06a and 06b's tests look at O alone, 06c's at L alone.
 
 namespace {
 
@@ -360,7 +360,8 @@ void check_against_definition(std::size_t seq_len_q, std::size_t seq_len_k, std:
 
 }  // namespace
 
-TEST_CASE("P V on tensor cores: O agrees with the definition over whole key tiles, nothing masked", "[ch06][ex06.1]") {
+TEST_CASE("P V on tensor cores: O agrees with the definition over whole key tiles, nothing masked",
+          "[ch06][graded06a]") {
   // seq_len_k a multiple of Bc (64), not causal: the mask has nothing to hide. Query rows that fill
   // part of a block, one block and more than one; both types, both head dims.
   check_against_definition(1, 128, 64, false, ElementType::bf16, Look::O);
@@ -370,7 +371,7 @@ TEST_CASE("P V on tensor cores: O agrees with the definition over whole key tile
 }
 
 TEST_CASE("the mask on fragments: O agrees with the definition, causal and with a last key tile cut short",
-          "[ch06][ex06.2]") {
+          "[ch06][graded06b]") {
   // Tails of the last key tile, both sides of the diagonal, rows that see no key (203 x 113, causal).
   const bool causal = GENERATE(false, true);
   check_against_definition(1, 257, 64, causal, ElementType::bf16, Look::O);
@@ -378,7 +379,7 @@ TEST_CASE("the mask on fragments: O agrees with the definition, causal and with 
   check_against_definition(203, 113, 64, causal, ElementType::fp16, Look::O);
 }
 
-TEST_CASE("L agrees with the definition on every row, -inf on rows that see no key", "[ch06][ex06.3]") {
+TEST_CASE("L agrees with the definition on every row, -inf on rows that see no key", "[ch06][graded06c]") {
   check_against_definition(130, 128, 64, false, ElementType::bf16, Look::L);
   check_against_definition(203, 113, 128, true, ElementType::fp16, Look::L);
 }

@@ -315,7 +315,7 @@ TEST_CASE("the deterministic dQ is the same bits under every schedule and number
 }
 #endif
 
-// ---- The grading tests of the course's exercises 07.1, 07.2 and 07.3 (docs/course.md): the forward
+// ---- The grading tests of the course's exercises 07a, 07b and 07c (docs/course.md): the forward
 // from the definition (make_problem's Forward::definition), each test looking only at what its
 // exercise makes, so that it fails for that exercise's lines only.
 
@@ -338,7 +338,7 @@ void check_one(const char* name, std::span<const float> kernel, std::span<const 
 
 }  // namespace
 
-TEST_CASE("D = rowsum(dO * O) agrees with D from the Jacobian, the forward from the definition", "[ch07][ex07.1]") {
+TEST_CASE("D = rowsum(dO * O) agrees with D from the Jacobian, the forward from the definition", "[ch07][graded07a]") {
   for (const Case& c : kGradedCases) {
     const Problem p = make_problem(c, 2, 3, Forward::definition);
     INFO(describe(c, p.seed));
@@ -347,7 +347,7 @@ TEST_CASE("D = rowsum(dO * O) agrees with D from the Jacobian, the forward from 
 }
 
 TEST_CASE("dK, dV and the deterministic dQ agree with the float64 gradient, the forward from the definition",
-          "[ch07][ex07.2]") {
+          "[ch07][graded07b]") {
   for (const Case& c : kGradedCases) {
     const Problem p = make_problem(c, 2, 3, Forward::definition);
     INFO(describe(c, p.seed));
@@ -359,7 +359,7 @@ TEST_CASE("dK, dV and the deterministic dQ agree with the float64 gradient, the 
   }
 }
 
-TEST_CASE("the atomic dQ agrees with the float64 gradient, the forward from the definition", "[ch07][ex07.3]") {
+TEST_CASE("the atomic dQ agrees with the float64 gradient, the forward from the definition", "[ch07][graded07c]") {
   for (const Case& c : kGradedCases) {
     const Problem p = make_problem(c, 2, 3, Forward::definition);
     INFO(describe(c, p.seed));

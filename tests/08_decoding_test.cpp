@@ -196,9 +196,9 @@ TEST_CASE("NaN in a key reaches exactly the rows that see it", "[ch08]") {
   }
 }
 
-// [ex08.1]: the grading test of the course's exercise 08.1 (docs/course.md), the combine against the
+// [graded08a]: the grading test of the course's exercise 08a (docs/course.md), the combine against the
 // float64 merge alone, so that it fails for the combine's own lines only.
-TEST_CASE("the combine alone equals a float64 merge, empty partials included", "[ch08][sanitizer][ex08.1]") {
+TEST_CASE("the combine alone equals a float64 merge, empty partials included", "[ch08][sanitizer][graded08a]") {
   const int splits = GENERATE(1, 2, 3, 33, 128);
   const int head_dim = GENERATE(64, 128);
   const int rows = 6;

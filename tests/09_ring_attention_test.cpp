@@ -546,14 +546,14 @@ TEST_CASE("the backward ring refuses what it cannot run, saying what it accepts"
       {"do not hold"});
 }
 
-// [ex09.1]: the grading test of the course's exercise 09.1 (docs/course.md), the data flow of line 5
+// [graded09a]: the grading test of the course's graded exercise 09a (docs/course.md), the data flow of line 5
 // in RankBackward::step. The forward's O and L from the definition (tests/definition.h) and each
 // gradient against the float64 gradient within chapter 07's own bound (gradient_check.h: twice a
 // plain float32 evaluation's error, plus u), so that only chapter 07's kernels (exercises 07.1 and
 // 07.2) and the student's lines run: a dQ not kept, or a dK, dV added at the query chunk's rows or
 // to no shard, is 1e-2 to 1 away.
 TEST_CASE("the backward ring's dQ, dK, dV agree with the float64 gradient, the forward from the definition",
-          "[ch09][ex09.1]") {
+          "[ch09][graded09a]") {
   for (const bool causal : {false, true}) {
     for (const Layout layout : kLayouts) {
       const std::size_t seq = 29, P = causal ? 3 : 2;

@@ -224,11 +224,42 @@ TEST_CASE("NaN or an infinity in an input is refused, naming the flag, the file 
   std::filesystem::remove(path);
 }
 
-TEST_CASE("NaN from finite inputs is an overflow, a FAIL; NaN from NaN inputs is propagation", "[common]") {
-  const std::vector<float> finite{1.0f, 2.0f}, with_nan{1.0f, std::numeric_limits<float>::quiet_NaN()};
-  CHECK(fa::report_overflow("O", with_nan, {finite, finite}));
-  CHECK_FALSE(fa::report_overflow("O", with_nan, {with_nan, finite}));
-  CHECK_FALSE(fa::report_overflow("O", finite, {finite}));
+TEST_CASE("NaN from finite inputs is a FAIL that says what is known; NaN from NaN inputs is propagation", "[common]") {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const fa::Shape4 shape{1, 2, 3, 2};  // [batch, heads, seq_len, head_dim]
+  const fa::Tensor4<float> Q(shape, std::vector<float>{3, 4, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0});
+  const fa::Tensor4<float> K(shape, std::vector<float>{0, 0, 5, 12, 0, 0, 0, 0, 0, 0, 0, 0});
+  // |q| at most 5, |k| at most 13: 65, times |scale| where that is above 1.
+  CHECK(fa::score_magnitude_bound(Q, K, 0.5) == 65.0);
+  CHECK(fa::score_magnitude_bound(Q, K, -4.0) == 260.0);
+
+  fa::Tensor4<float> O(shape, 0.25f);
+  O.values[9] = nan;  // [0, 1, 1, 1]
+  O.values[11] = inf;
+  const auto printed_by = [&](double scale) {
+    std::FILE* file = std::tmpfile();
+    REQUIRE(file != nullptr);
+    CHECK(fa::report_nonfinite("O", O, Q, K, scale, {Q.values, K.values}, file));
+    std::rewind(file);
+    std::string text;
+    for (int c = std::fgetc(file); c != EOF; c = std::fgetc(file)) text += static_cast<char>(c);
+    std::fclose(file);
+    return text;
+  };
+  std::string printed = printed_by(0.5);
+  CHECK(printed.find("O holds 1 NaN and 1 inf although every input is finite") != std::string::npos);
+  CHECK(printed.find("the first at [0, 1, 1, 1] (value 9 of 12)") != std::string::npos);
+  CHECK(printed.find("no score can reach 3.4e38 on this input") != std::string::npos);
+  CHECK(printed.find("= 65, below half of it") != std::string::npos);
+
+  // A scale that makes scores of 3.4e38 possible: the message says the scores may have overflowed.
+  printed = printed_by(3.0e37);
+  CHECK(printed.find("a score can reach 3.4e38 on this input") != std::string::npos);
+
+  fa::Tensor4<float> K_nan = K;
+  K_nan.values[0] = nan;
+  CHECK_FALSE(fa::report_nonfinite("O", O, Q, K_nan, 0.5, {Q.values, K_nan.values}));
+  CHECK_FALSE(fa::report_nonfinite("O", fa::Tensor4<float>(shape, 0.25f), Q, K, 0.5, {Q.values, K.values}));
 }
 
 namespace {

@@ -97,14 +97,14 @@ struct OnlineState {
   // applied to the old l (1 if the max did not rise, 0 while nothing was there). Any block size
   // works, 1 included; an empty block changes nothing and returns 1. Never throws.
   T update(std::span<const T> block) {
-    // exercise 02.1: lines 2-4 and 6, the online update: the new max, the factor rescale (mind the guard), l, m
+    // graded 02a: lines 2-4 and 6, the online update: the new max, the factor rescale (mind the guard), l, m
     const T block_m = block_max(block);
     const T m_new = block_m > m ? block_m : m;   // line 2: the max so far, this block included
     const T m_safe = safe_max(m_new);            // the guard (see safe_max)
     const T rescale = std::exp(m - m_safe);      // line 3: how much the old terms must shrink
     l = l * rescale + block_sum(block, m_safe);  // line 4: rescale what is already there, add the block
     m = m_new;                                   // line 6
-    // end exercise
+    // end graded
     return rescale;
   }
 };
@@ -141,12 +141,12 @@ std::vector<T> online_softmax(std::span<const T> x, std::size_t block = 1) {
   }
 
   std::vector<T> p(x.size());
-  // exercise 02.2: line 7, each weight from m and l; a row where no score is above -inf gives zeros
+  // graded 02b: line 7, each weight from m and l; a row where no score is above -inf gives zeros
   // l == 0 only when no score was above -inf: a fully masked row, defined as all zeros. (Were any
   // score finite, its term against the max would be 1, and a NaN makes l NaN, not 0.)
   if (state.l == 0) return p;
   for (std::size_t i = 0; i < x.size(); ++i) p[i] = term(x[i], state.m) / state.l;  // line 7 (m is finite)
-  // end exercise
+  // end graded
   return p;
 }
 

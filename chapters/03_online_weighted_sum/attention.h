@@ -143,17 +143,17 @@ inline double attention_row(const fa::Tensor4<double>& q, const fa::Tensor4<doub
   const fa::MatrixView<const double> Qh = q.view().head(b, h);
   const fa::MatrixView<const double> Kh = k.view().head(b, h);
   const fa::MatrixView<const double> Vh = v.view().head(b, h);
-  // exercise 03.3: step 1, how many keys query row i sees (the causal rule: detail::visible_keys)
+  // graded 03c: step 1, how many keys query row i sees (the causal rule: detail::visible_keys)
   const std::size_t n_i = detail::visible_keys(options, i, shape);  // step 1
-  // end exercise
+  // end graded
   RowState state(shape.head_dim);
   // step 2; the last block holds whatever is left (count < key_block).
   for (std::size_t first = 0, count = 0; first < n_i; first += count) {
     count = std::min(options.key_block, n_i - first);
-    // exercise 03.3: step 3, the scores of keys first .. first + count - 1 of row i, scaled
+    // graded 03c: step 3, the scores of keys first .. first + count - 1 of row i, scaled
     // step 3: one block of row i of S, never more.
     for (std::size_t j = 0; j < count; ++j) s[j] = scale * detail::dot(Qh.row(i), Kh.row(first + j));
-    // end exercise
+    // end graded
     // step 4: lines 1-6 of online_weighted_sum.h.
     state.fold(std::span<const double>(s).first(count), detail::rows(Vh, first, count));
   }

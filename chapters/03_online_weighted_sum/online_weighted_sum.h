@@ -120,7 +120,7 @@ struct RowState : ch02::OnlineState<double> {
     // (ch02::safe_max), so they are 0, l stays 0 and line 7 gives zeros (the kernels do the same).
     const double m_safe = ch02::safe_max(m);
 
-    // exercise 03.1: lines 4 and 5: the block's weights p, its own weighted sum, acc rescaled and grown
+    // graded 03a: lines 4 and 5: the block's weights p, its own weighted sum, acc rescaled and grown
     // Line 4, the block's weights (the very terms update() added to l), and line 5's own part.
     std::vector<double> p(s.size());
     std::vector<double> acc_block(acc.size(), 0.0);
@@ -132,7 +132,7 @@ struct RowState : ch02::OnlineState<double> {
     std::vector<double> acc_carried(acc.size());
     for (std::size_t d = 0; d < acc.size(); ++d) acc_carried[d] = rescale * acc[d];
     for (std::size_t d = 0; d < acc.size(); ++d) acc[d] = acc_carried[d] + acc_block[d];
-    // end exercise
+    // end graded
 
     if (record != nullptr) {
       record->count = s.size();
@@ -155,10 +155,10 @@ struct RowState : ch02::OnlineState<double> {
   // score -inf) l is 0 and the output is zeros, the book's convention for a masked row.
   std::vector<double> finish() const {
     std::vector<double> o(acc.size(), 0.0);
-    // exercise 03.2: line 7, the output acc / l, divided once; zeros where no key had any weight (l = 0)
+    // graded 03b: line 7, the output acc / l, divided once; zeros where no key had any weight (l = 0)
     if (l == 0.0) return o;
     for (std::size_t d = 0; d < acc.size(); ++d) o[d] = acc[d] / l;
-    // end exercise
+    // end graded
     return o;
   }
 

@@ -76,7 +76,9 @@ attention, computed in double on the same float inputs.)"});
     const fa::ErrorStats err = fa::compare(result.O.values, ref.O.values);
     fmt::print("agreement with chapter 03 (float64): {}\n", fa::describe(err));
     fmt::print("  bound: {}\n", fa::explain_bound(agreement.plain_error));
-    const bool overflowed = fa::report_overflow("O", result.O.values, {in.Q.values, in.K.values, in.V.values});
+    const bool overflowed =
+        fa::report_nonfinite("O", result.O, in.Q, in.K, flags.scale.value_or(fa::default_scale(in.Q.shape.head_dim)),
+                             {in.Q.values, in.K.values, in.V.values});
 
     const bool pass = fa::within(err, agreement.bound) && !overflowed;
     out.write(std::move(result.O));

@@ -44,7 +44,7 @@ namespace ch04::SIMT_BACKEND {
 // Thread (x, y) of block (bx, by, bh) computes S[bh][i = by*16 + y][j = bx*16 + x].
 __global__ void scores_kernel(const float* __restrict__ Q, const float* __restrict__ K, float* __restrict__ S,
                               int seq_len_q, int seq_len_k, int head_dim, float scale, bool causal) {
-  // exercise 04.1: step 1, which S[bh][i][j] this thread computes, its dot product, scale and causal mask
+  // graded 04a: step 1, which S[bh][i][j] this thread computes, its dot product, scale and causal mask
   const int j = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
   const int i = static_cast<int>(blockIdx.y * blockDim.y + threadIdx.y);
   const std::size_t bh = blockIdx.z;
@@ -57,7 +57,7 @@ __global__ void scores_kernel(const float* __restrict__ Q, const float* __restri
 
   const bool masked = causal && j > i + seq_len_k - seq_len_q;
   S[(bh * seq_len_q + i) * seq_len_k + j] = masked ? -INFINITY : dot * scale;
-  // end exercise
+  // end graded
 }
 
 // The largest of a and b, where a NaN wins (fmaxf would drop it). A NaN score reaches P through
@@ -77,7 +77,7 @@ __global__ void softmax_kernel(const float* __restrict__ S, float* __restrict__ 
   float* p = P + row * seq_len_k;
   const int t = static_cast<int>(threadIdx.x);
 
-  // exercise 04.2: lines 2-3, the row's max and sum, each by a tree over `partial`, with the barriers it needs
+  // graded 04b: lines 2-3, the row's max and sum, each by a tree over `partial`, with the barriers it needs
   // Line 2: m = max_j S[i][j]. Each thread's share of the row, then a tree over the block.
   float m = -INFINITY;
   for (int j = t; j < seq_len_k; j += kSoftmaxThreads) m = max_keep_nan(m, s[j]);
@@ -105,7 +105,7 @@ __global__ void softmax_kernel(const float* __restrict__ S, float* __restrict__ 
     __syncthreads();
   }
   l = partial[0];
-  // end exercise
+  // end graded
 
   // Line 4: P[i][j] = exp(S[i][j] - m) / l, and 0 for a row that sees no key.
   for (int j = t; j < seq_len_k; j += kSoftmaxThreads) {
@@ -117,7 +117,7 @@ __global__ void softmax_kernel(const float* __restrict__ S, float* __restrict__ 
 // Thread (x, y) computes O[bh][i = by*16 + y][d = bx*16 + x] = sum_j P[i][j] * V[j][d].
 __global__ void pv_kernel(const float* __restrict__ P, const float* __restrict__ V, float* __restrict__ O,
                           int seq_len_q, int seq_len_k, int head_dim) {
-  // exercise 04.3: step 5, which O[bh][i][d] this thread computes: the row of P and the column of V it reads
+  // graded 04c: step 5, which O[bh][i][d] this thread computes: the row of P and the column of V it reads
   const int d = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
   const int i = static_cast<int>(blockIdx.y * blockDim.y + threadIdx.y);
   const std::size_t bh = blockIdx.z;
@@ -128,7 +128,7 @@ __global__ void pv_kernel(const float* __restrict__ P, const float* __restrict__
   float o = 0.0f;
   for (int j = 0; j < seq_len_k; ++j) o += p[j] * v[static_cast<std::size_t>(j) * head_dim];  // line 5
   O[(bh * seq_len_q + i) * head_dim + d] = o;
-  // end exercise
+  // end graded
 }
 
 // The three launches on memory that already lives on this backend's device (device pointers

@@ -89,13 +89,13 @@ __global__ void flash_attention_2_kernel(const float* __restrict__ Q, const floa
 
   // Line 4: load Q_i. Rows past seq_len_q (the tail of the last query block) are loaded as zeros;
   // their threads still take part in every load and barrier below, and only skip the final write.
-  // exercise 05.1: line 4, Q_i into shared memory, every thread a share; rows past seq_len_q as zeros
+  // graded 05a: line 4, Q_i into shared memory, every thread a share; rows past seq_len_q as zeros
   for (int idx = tid; idx < Br * HEAD_DIM; idx += kThreads) {
     const int r = idx / HEAD_DIM;
     const int d = idx % HEAD_DIM;
     Qi[r * kStride + d] = (i0 + r < seq_len_q) ? Q_head[static_cast<std::size_t>(i0 + r) * HEAD_DIM + d] : 0.0f;
   }
-  // end exercise
+  // end graded
 
   // Line 5: the running state of this thread's row. acc holds columns lane, lane+4, ...
   float m = -INFINITY;
@@ -106,9 +106,9 @@ __global__ void flash_attention_2_kernel(const float* __restrict__ Q, const floa
 
   // The causal mask: row i sees keys j < visible (fa::visible_keys, common/chapter.h). The block's
   // last real row sees the most keys, so key tiles from ceil(visible_last / Bc) on are skipped whole.
-  // exercise 05.2: the keys row i sees: j < visible
+  // graded 05b: the keys row i sees: j < visible
   const int visible = fa::visible_keys(i, seq_len_q, seq_len_k, causal);
-  // end exercise
+  // end graded
   const int last_row = (i0 + Br < seq_len_q ? i0 + Br : seq_len_q) - 1;
   const int num_tiles = (fa::visible_keys(last_row, seq_len_q, seq_len_k, causal) + Bc - 1) / Bc;
 
@@ -116,7 +116,7 @@ __global__ void flash_attention_2_kernel(const float* __restrict__ Q, const floa
     const int j0 = tile * Bc;
 
     // Line 7: load K_j and V_j; keys past seq_len_k (the last tile's tail) become zeros.
-    // exercise 05.1: line 7, K_j and V_j of this tile into shared memory (zeros past seq_len_k), between two barriers
+    // graded 05a: line 7, K_j and V_j of this tile into shared memory (zeros past seq_len_k), between two barriers
     __syncthreads();  // every thread is done with the previous tile's K_j, V_j and P
     for (int idx = tid; idx < Bc * HEAD_DIM; idx += kThreads) {
       const int r = idx / HEAD_DIM;
@@ -127,7 +127,7 @@ __global__ void flash_attention_2_kernel(const float* __restrict__ Q, const floa
       Vj[r * kStride + d] = inside ? V_head[at] : 0.0f;
     }
     __syncthreads();  // K_j, V_j (and, the first time, Q_i) are complete
-    // end exercise
+    // end graded
 
     // Line 8: this thread's scores, for keys c = lane + 4 * n of the tile.
     constexpr int kCols = Bc / kThreadsPerRow;
@@ -139,10 +139,10 @@ __global__ void flash_attention_2_kernel(const float* __restrict__ Q, const floa
     }
     float tile_max = -INFINITY;
     for (int n = 0; n < kCols; ++n) {
-      // exercise 05.2: line 8's mask: key j's score scaled, or -inf past seq_len_k or hidden by the causal mask
+      // graded 05b: line 8's mask: key j's score scaled, or -inf past seq_len_k or hidden by the causal mask
       const int j = j0 + lane + kThreadsPerRow * n;
       s[n] = (j < visible) ? s[n] * scale : -INFINITY;  // past seq_len_k, or hidden by the mask
-      // end exercise
+      // end graded
       tile_max = fmaxf(tile_max, s[n]);
     }
 
@@ -155,19 +155,21 @@ __global__ void flash_attention_2_kernel(const float* __restrict__ Q, const floa
     const float m_safe = m_new == -INFINITY ? 0.0f : m_new;  // chapter 02's safe_max, written out
     const float rescale = expf(m - m_safe);                  // exp(m_old - m_new); 0 on the row's first real tile
 
-    // Line 9: P = exp(S - m_new) into shared memory, and its row sum; l rescaled and grown.
+    // Line 9: P = exp(S - m_new) and its row sum over the 4 threads; l rescaled and grown. Then this
+    // thread's share of P into shared memory, after the shuffles: line 10 reads the whole row, so
+    // only a barrier between the write and the read makes the other 3 threads' shares visible.
     float tile_sum = 0.0f;
     for (int n = 0; n < kCols; ++n) {
-      const float p = expf(s[n] - m_safe);
-      Ps[row * kPStride + lane + kThreadsPerRow * n] = p;
-      tile_sum += p;
+      s[n] = expf(s[n] - m_safe);  // s[n] now holds p
+      tile_sum += s[n];
     }
     tile_sum += __shfl_xor_sync(0xffffffffu, tile_sum, 1);
     tile_sum += __shfl_xor_sync(0xffffffffu, tile_sum, 2);
     l = l * rescale + tile_sum;
-    // exercise 05.1: the barrier line 10 needs before it reads the row's P
+    for (int n = 0; n < kCols; ++n) Ps[row * kPStride + lane + kThreadsPerRow * n] = s[n];
+    // graded 05a: the barrier line 10 needs before it reads the row's P
     __syncthreads();  // the row's P is complete (written by its 4 threads)
-    // end exercise
+    // end graded
 
     // Line 10: acc = acc * exp(m - m_new) + P V_j, for this thread's columns d = lane + 4 * c.
     for (float& a : acc) a *= rescale;

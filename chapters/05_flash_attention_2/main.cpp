@@ -224,7 +224,9 @@ both also with chapter 03 (float64) on a sample of rows.)"});
     fmt::print("  L, the row furthest from chapter 03's: row {} of those, |L - L_ref| = {:.3g}, bound {:.3g}\n",
                ch03.L.row, ch03.L.error, ch03.L.bound);
     fmt::print("bound on O: {}\n", fa::explain_bound(agreement.plain_error));
-    const bool overflowed = fa::report_overflow("O", flash.O.values, {in.Q.values, in.K.values, in.V.values});
+    const bool overflowed =
+        fa::report_nonfinite("O", flash.O, in.Q, in.K, flags.scale.value_or(fa::default_scale(shape.head_dim)),
+                             {in.Q.values, in.K.values, in.V.values});
 
     if (in.Q.shape.seq_len == shape.seq_len_k) {
       const ch05::TrafficCase model{static_cast<std::int64_t>(shape.seq_len_k),

@@ -108,7 +108,7 @@ the same inputs, within the error that {0} itself brings (FlashAttention's rule)
                fa::within(err_O, budget.bound) ? "within the budget" : "OUTSIDE the budget");
     const fa::ErrorStats err_L = fa::compare(tc.L, f32.L);
     fmt::print("L against chapter 05's L: {}\n", fa::describe(err_L));
-    const bool overflowed = fa::report_overflow("O", tc.O.values, {Q.values, K.values, V.values});
+    const bool overflowed = fa::report_nonfinite("O", tc.O, Q, K, scale, {Q.values, K.values, V.values});
 
     const std::vector<double> L_05(f32.L.begin(), f32.L.end());
     const ch05::WorstL L_worst = ch05::worst_row(tc.L, L_05, ch06::L_bounds(Q, K, scale, f32.L));

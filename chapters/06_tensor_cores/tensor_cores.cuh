@@ -391,12 +391,12 @@ __global__ void __launch_bounds__(Br / kRowsPerWarp * 32, kMinWarpsPerSM / (Br /
     };
     // The mask, where the tile needs it.
     if (j0 + Bc > unmasked_keys) {  // a tail tile or a tile on the diagonal
-      // exercise 06.2: the mask: the row i and the key of each score this lane holds, -inf where i does not see it
+      // graded 06b: the mask: the row i and the key of each score this lane holds, -inf where i does not see it
       each_score([&](int rt, int nb, int e) {
         const int i = i0 + warp_row0 + rt * kMmaRows + g + 8 * (e / 2);
         if (j0 + nb * 8 + 2 * t + (e & 1) >= visible(i)) s[rt][nb][e] = -INFINITY;
       });
-      // end exercise
+      // end graded
     }
 
     // Line 9: the new max of each row: this lane's columns, then its quad (lanes ^1, ^2).
@@ -447,7 +447,7 @@ __global__ void __launch_bounds__(Br / kRowsPerWarp * 32, kMinWarpsPerSM / (Br /
         acc[rt][nd][3] *= rescale[rt][1];
       }
     }
-    // exercise 06.1: line 10's product P V_j: P as A fragments from S's registers, V_j as B fragments
+    // graded 06a: line 10's product P V_j: P as A fragments from S's registers, V_j as B fragments
     // P as A fragments, with no trip through shared memory. For keys 16 ks .. 16 ks + 15 the A
     // fragment needs (row g, keys 2t, 2t+1), (row g+8, keys 2t, 2t+1), (row g, keys 2t+8, 2t+9),
     // (row g+8, keys 2t+8, 2t+9): the C/D layout gave this same lane exactly those elements, as
@@ -482,7 +482,7 @@ __global__ void __launch_bounds__(Br / kRowsPerWarp * 32, kMinWarpsPerSM / (Br /
         mma_row_tiles<Ops>(acc, 2 * nd2, p_frag[ks], v_frag);
       }
     }
-    // end exercise
+    // end graded
     CH06_UNROLL
     for (int rt = 0; rt < kRowTiles; ++rt) {
       m[rt][0] = m_new[rt][0];  // line 10: m = m_new
@@ -531,7 +531,7 @@ __global__ void __launch_bounds__(Br / kRowsPerWarp * 32, kMinWarpsPerSM / (Br /
       copy_16_bytes(O + (bh * seq_len_q + i0 + r) * HEAD_DIM + col, Qs + swizzled<HEAD_DIM>(r, col));
     }
   }
-  // exercise 06.3: line 15, L_i: which lane writes the L of which rows
+  // graded 06c: line 15, L_i: which lane writes the L of which rows
   // Line 15: L_i, by the first lane of each quad.
   if (t == 0) {
     CH06_UNROLL
@@ -541,7 +541,7 @@ __global__ void __launch_bounds__(Br / kRowsPerWarp * 32, kMinWarpsPerSM / (Br /
       if (i + 8 < seq_len_q) L[bh * seq_len_q + i + 8] = L_row[rt][1];
     }
   }
-  // end exercise
+  // end graded
 }
 
 // One compiled instance (Element: the type of Q, K, V and O), launched on memory already on this

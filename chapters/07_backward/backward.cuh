@@ -110,11 +110,11 @@ __global__ void preprocess_kernel(const float* __restrict__ O, const float* __re
   const int i = static_cast<int>(blockIdx.x) * kPreprocessThreads + static_cast<int>(threadIdx.x);
   if (i >= seq_len_q) return;
   const std::size_t row = static_cast<std::size_t>(blockIdx.y) * seq_len_q + i;
-  // exercise 07.1: line 4, D = rowsum(dO * O) for this thread's row, summed over d = 0, 1, ... in order
+  // graded 07a: line 4, D = rowsum(dO * O) for this thread's row, summed over d = 0, 1, ... in order
   float sum = 0.0f;
   for (int d = 0; d < HEAD_DIM; ++d) sum += dO[row * HEAD_DIM + d] * O[row * HEAD_DIM + d];
   D[row] = sum;  // line 4
-  // end exercise
+  // end graded
   if (zero_dQ) {
     for (int d = 0; d < HEAD_DIM; ++d) dQ[row * HEAD_DIM + d] = 0.0f;  // line 3
   }
@@ -146,7 +146,7 @@ struct PdS {
 template <int HEAD_DIM>
 __device__ __forceinline__ PdS tile_dS(const float* q, const float* k, const float* dO_row, const float* v, float L,
                                        float D, float scale, bool seen) {
-  // exercise 07.2: lines 10-14 for one entry: S, P recomputed from L (0 where unseen), dP, dS = P (dP - D)
+  // graded 07b: lines 10-14 for one entry: S, P recomputed from L (0 where unseen), dP, dS = P (dP - D)
   float s = 0.0f;
   float dp = 0.0f;
   for (int d = 0; d < HEAD_DIM; ++d) {
@@ -156,7 +156,7 @@ __device__ __forceinline__ PdS tile_dS(const float* q, const float* k, const flo
   // Line 11. A row that sees no key has L = -inf: exp(s - L) would be +inf, so P is set to 0.
   const float p = (seen && L != -INFINITY) ? expf(s * scale - L) : 0.0f;
   return {p, p * (dp - D)};  // line 14
-  // end exercise
+  // end graded
 }
 
 // Lines 5-18 (line 15 only with ATOMIC_DQ). Grid: (ceil(seq_len_k / Bc), batch * heads); block:
@@ -241,7 +241,7 @@ __global__ void dk_dv_kernel(const float* __restrict__ Q, const float* __restric
     // Line 15: dQ_i += scale * dS K_j. Other blocks (other key blocks of this head) add to the same
     // dQ_i at the same time, so the read-add-write must be one atomic step.
     if constexpr (ATOMIC_DQ) {
-      // exercise 07.3: line 15, dQ_i += scale * dS K_j, each element added to global memory in one indivisible step
+      // graded 07c: line 15, dQ_i += scale * dS K_j, each element added to global memory in one indivisible step
       for (int idx = tid; idx < Br * HEAD_DIM; idx += kThreads) {
         const int r = idx / HEAD_DIM;
         const int d = idx % HEAD_DIM;
@@ -250,7 +250,7 @@ __global__ void dk_dv_kernel(const float* __restrict__ Q, const float* __restric
         for (int cc = 0; cc < Bc; ++cc) sum += dSs[r * kPStride + cc] * Kj[cc * kStride + d];
         atomicAdd(&dQ_head[static_cast<std::size_t>(i0 + r) * HEAD_DIM + d], scale * sum);
       }
-      // end exercise
+      // end graded
     }
   }
 

@@ -155,9 +155,9 @@ float64 gradient built on chapter 03, within a bound set by a plain float32 eval
                ch07::describe(checks.dV));
 
     const std::initializer_list<std::span<const float>> inputs{in.Q.values, in.K.values, in.V.values, dO.values};
-    const bool overflowed = fa::report_overflow("dQ", g.dQ.values, inputs) ||
-                            fa::report_overflow("dK", g.dK.values, inputs) ||
-                            fa::report_overflow("dV", g.dV.values, inputs);
+    const bool overflowed = fa::report_nonfinite("dQ", g.dQ, in.Q, in.K, scale, inputs) ||
+                            fa::report_nonfinite("dK", g.dK, in.Q, in.K, scale, inputs) ||
+                            fa::report_nonfinite("dV", g.dV, in.Q, in.K, scale, inputs);
 
     if (in.Q.shape.seq_len == seq_len_k) {
       const fa::Tile tile = ch07::tile_for_head_dim(static_cast<int>(in.Q.shape.head_dim));

@@ -463,7 +463,7 @@ __global__ void __launch_bounds__(kThreads) combine_kernel(const float* O_parts,
     for (int k = 0; k < count; ++k) {
       const float L_s = __shfl_sync(kFullMask, L_lane, k);
       const float* O_s = O_parts + (static_cast<std::size_t>(first + k) * rows + row) * HEAD_DIM;
-      // exercise 08.1: lines 18-22, partial s folded into m, l and this lane's columns of acc
+      // graded 08a: lines 18-22, partial s folded into m, l and this lane's columns of acc
       const float m_new = fmaxf(m, L_s);                       // line 18
       const float m_safe = m_new == -INFINITY ? 0.0f : m_new;  // chapter 02's safe_max
       const float rescale = expf(m - m_safe);                  // line 19
@@ -472,16 +472,16 @@ __global__ void __launch_bounds__(kThreads) combine_kernel(const float* O_parts,
       CH08_UNROLL
       for (int c = 0; c < kCols; ++c) acc[c] = acc[c] * rescale + weight * O_s[lane + 32 * c];  // line 21
       m = m_new;                                                                                // line 22
-      // end exercise
+      // end graded
     }
   }
 
   // Lines 23-24. Each lane writes only what it alone read: its columns of O, and (lane 0) L[row].
-  // exercise 08.1: lines 23-24, the merged O and L; zeros and -inf for a row that no partial saw
+  // graded 08a: lines 23-24, the merged O and L; zeros and -inf for a row that no partial saw
   CH08_UNROLL
   for (int c = 0; c < kCols; ++c) O_row[lane + 32 * c] = l == 0.0f ? 0.0f : acc[c] / l;
   if (lane == 0) L[row] = l == 0.0f ? -INFINITY : m + logf(l);
-  // end exercise
+  // end graded
 }
 
 // The combine's instance for one head dim, on memory already on this backend's device. Grid: one

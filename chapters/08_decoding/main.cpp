@@ -173,7 +173,7 @@ void print_agreement(const ch08::Agreement& a) {
 
 // The verdict of a run that `agreement` checked, with the figures of its worst sequence (named when
 // `name_sequence`, for a batch of sequences); `checked` says what was compared with what. FAIL
-// where any sequence is outside its bounds or the output overflowed (fa::report_overflow).
+// where any sequence is outside its bounds or the output holds NaN or inf from finite inputs (fa::report_nonfinite).
 fa::Check verdict(std::string checked, const ch08::Agreement& agreement, bool name_sequence, bool overflowed) {
   const ch08::SequenceCheck& w = agreement.worst();
   return {"08", std::move(checked),
@@ -336,7 +336,9 @@ paged cache. O is compared with chapter {} on each sequence's dense equivalent.)
                  loop.elapsed_ms, steps, fa::to_string(device));
       const ch08::Agreement agreement = ch08::check_decode_loop(in.Q, in.K, in.V, steps, options, most, loop, device);
       print_agreement(agreement);
-      const bool overflowed = fa::report_overflow("O", loop.O.values, {in.Q.values, in.K.values, in.V.values});
+      const bool overflowed =
+          fa::report_nonfinite("O", loop.O, in.Q, in.K, flags.scale.value_or(fa::default_scale(shapes.q.head_dim)),
+                               {in.Q.values, in.K.values, in.V.values});
       out.write(std::move(loop.O));
       return program.finish(verdict(fmt::format("decode loop, {} steps ({}, {}) vs ch05 causal", steps,
                                                 fa::to_string(device), ch08::to_string(type)),
@@ -362,7 +364,9 @@ paged cache. O is compared with chapter {} on each sequence's dense equivalent.)
     const ch08::Agreement agreement =
         ch08::check_against_dense(in.Q, in.K, in.V, lengths, options, plan.problem.splits, decoded, device);
     print_agreement(agreement);
-    const bool overflowed = fa::report_overflow("O", decoded.O.values, {in.Q.values, in.K.values, in.V.values});
+    const bool overflowed =
+        fa::report_nonfinite("O", decoded.O, in.Q, in.K, flags.scale.value_or(fa::default_scale(shapes.q.head_dim)),
+                             {in.Q.values, in.K.values, in.V.values});
     out.write(std::move(decoded.O));
     return program.finish(
         verdict(fmt::format("decoding ({}, {}, {} split{}) vs {}", fa::to_string(device), ch08::to_string(type),

@@ -568,8 +568,10 @@ fa::Check check_backward(const fa::Tensor4<float>& dQ, const fa::Tensor4<float>&
                g.not_finite > 0 ? fmt::format(", {} NaN or inf", g.not_finite) : "");
   }
   const std::initializer_list<std::span<const float>> inputs{in.Q.values, in.K.values, in.V.values, dO.values};
-  const bool overflowed = fa::report_overflow("dQ", dQ.values, inputs) ||
-                          fa::report_overflow("dK", dK.values, inputs) || fa::report_overflow("dV", dV.values, inputs);
+  const double scale = options.scale.value_or(fa::default_scale(in.Q.shape.head_dim));
+  const bool overflowed = fa::report_nonfinite("dQ", dQ, in.Q, in.K, scale, inputs) ||
+                          fa::report_nonfinite("dK", dK, in.Q, in.K, scale, inputs) ||
+                          fa::report_nonfinite("dV", dV, in.Q, in.K, scale, inputs);
   return fa::Check{
       "09",
       fmt::format("ring backward ({} rank{}, {}, float32, {}) vs ch07", P, P == 1 ? "" : "s", ch09::to_string(layout),
@@ -630,7 +632,7 @@ fa::Check check_against_chapter_05(const Gathered& g, const fa::AttentionFlags::
   fmt::print("  L, {}: |L - L_05| = {:.3g}, bound {}\n",
              L_pass ? "the row closest to its bound" : "the first row outside its bound", L_error,
              fa::bound_text(L_bound, "{:.3g}"));
-  const bool overflowed = fa::report_overflow("O", g.O.values, {in.Q.values, in.K.values, in.V.values});
+  const bool overflowed = fa::report_nonfinite("O", g.O, in.Q, in.K, scale, {in.Q.values, in.K.values, in.V.values});
   return fa::Check{"09",
                    fmt::format("ring attention ({} rank{}, {}, {}, {}) vs ch05", P, P == 1 ? "" : "s",
                                ch09::to_string(layout), ch08::to_string(options.element), fa::to_string(device)),

@@ -240,11 +240,11 @@ KVGradients RankBackward::step(const KVShard& kv) {
       const ch07::Gradients g = ch07::flash_attention_2_backward(
           Q_[q], take_rows(kv.K, {kv_local[k]}), take_rows(kv.V, {kv_local[k]}), O_[q], L_[q], dO_[q],
           {options_.scale, seen == Visible::diagonal, ch07::DqMethod::deterministic}, device_);
-      // exercise 09.1: line 5's data flow: the pair's dQ kept, its dK and dV into the part at the key chunk's rows
+      // graded 09a: line 5's data flow: the pair's dQ kept, its dK and dV into the part at the key chunk's rows
       add_rows(dQ_[q], g.dQ, {0, chunks_[q].size()});  // kept here, in this query chunk
       add_rows(part.dK, g.dK, kv_local[k]);            // for the shard's travelling dK, dV (line 6)
       add_rows(part.dV, g.dV, kv_local[k]);
-      // end exercise
+      // end graded
       ++pairs_;
     }
   }

@@ -115,7 +115,7 @@ memory, the online softmax in registers, and O += P V by wgmma with P as its reg
     const fa::ErrorStats err_O = fa::compare(h.O.values, tc.O.values);
     fmt::print("agreement with chapter 06, O: {}\n  -> {}\n", fa::describe(err_O),
                fa::within(err_O, bound) ? "within the budget" : "OUTSIDE the budget");
-    const bool overflowed = fa::report_overflow("O", h.O.values, {Q.values, K.values, V.values});
+    const bool overflowed = fa::report_nonfinite("O", h.O, Q, K, scale, {Q.values, K.values, V.values});
 
     std::vector<double> L_bounds = ch06::L_bounds(Q, K, scale, tc.L);
     for (double& b : L_bounds) b *= 2;
