@@ -485,6 +485,7 @@ class LoopReport:
     steady: Counts
     masked: Counts
     path: list  # the steady iteration's blocks: (first address, instructions, LDGSTS)
+    inner_on_path: int = 0  # of the inner loops, those whose head the steady iteration runs through
 
 
 def main_loop(instructions):
@@ -551,7 +552,8 @@ def main_loop(instructions):
         return None
     path = [(instructions[blocks[b][0]].address, block_counts[b].total, block_counts[b].get("LDGSTS"))
             for b in steady_path]
-    return LoopReport(instructions[blocks[head][0]].address, len(body), inner, steady, masked, path)
+    inner_on_path = sum(1 for h in loops if h != head and h in steady_path)
+    return LoopReport(instructions[blocks[head][0]].address, len(body), inner, steady, masked, path, inner_on_path)
 
 
 # ---- occupancy and ceilings ---------------------------------------------------------------------
@@ -653,6 +655,7 @@ def analyse(cubin, ptxas_log, arch, shapes, cuobjdump):
         }
         if loop is not None:
             kernel["loop"] = {"head": f"{loop.head_address:#x}", "inner_loops": loop.inner_loops,
+                              "inner_on_path": loop.inner_on_path,
                               "steady": dict(loop.steady.by_kind, all=loop.steady.total,
                                              shared_bytes=loop.steady.shared, flop=loop.steady.flop),
                               "masked_extra": loop.masked.total - loop.steady.total,
@@ -708,7 +711,10 @@ def print_report(kernels, arch):
                 extra = f"{s['flop']}, {s['shared_bytes']}"
             else:
                 extra = f"{ratio(s.get('LDSM', 0), s.get('HMMA', 0))}, {ratio(k['whole']['LDSM'], k['whole']['HMMA'])}"
-            inner = f" ({k['loop']['inner_loops']} inner loop(s), counted once)" if k["loop"]["inner_loops"] else ""
+            inner = ""
+            if k["loop"]["inner_loops"]:  # (chapter 10: the retry of an mbarrier's try_wait, off the path)
+                inner = (f" ({k['loop']['inner_loops']} inner loop(s), {k['loop']['inner_on_path']} on this path, "
+                         f"counted once)")
             print(f"| {k['name']} | " + " | ".join(cells) + f" | {s['all']}{inner} | {share} | {extra} | "
                   f"{k['loop']['masked_extra']} |")
         print(f"\n**{arch}: ceilings in TFLOP/s, a MODEL (each unit alone, perfect overlap; see the figures below)**\n")
