@@ -8,15 +8,26 @@ disassembles it with cuobjdump, and prints for every kernel instance (one templa
               can hold, with what limits them (registers, shared memory, threads, blocks)
   main loop   the instructions of one iteration of the kernel's main loop (for the attention
               kernels: one key tile, per warp), by kind: HMMA, LDSM, LDGSTS, LDS/STS, FFMA/FMUL/
-              FADD, MUFU.EX2, SHFL, BAR and all instructions; and LDSM per HMMA over the whole kernel
+              FADD, MUFU.EX2, SHFL, BAR and all instructions; and LDSM per HMMA over the whole kernel.
+              For Hopper's kernel (chapter 10, sm_90a): HGMMA (wgmma; those with A in registers
+              apart), WARPGROUP (wgmma's fence and commit, WARPGROUP.ARRIVE, and its wait,
+              WARPGROUP.DEPBAR.LE), SYNCS (mbarriers: SYNCS.PHASECHK...TRYWAIT, SYNCS.ARRIVE...),
+              BAR (the named barriers of the ping-pong: BAR.SYNC, BAR.ARV), UTMALDG (TMA), and the
+              loop's tensor FLOP and shared bytes
+  wgmma       for sm_90a: "wgmma serialized: none", or the kernels for which ptxas -v says that
+              it serialised the wgmma (infos C7514, C7515: "wgmma.mma_async instructions are
+              serialized due to ..."): each then waits for the one before, and no overlap is left
   ceilings    the TFLOP/s those counts allow on the GPUs of that architecture (A100 for sm_80,
-              H100 SXM and H200 for sm_90), one per unit: tensor cores, shared-memory bandwidth,
+              H100 SXM and H200 for sm_90 and sm_90a), one per unit: tensor cores, shared-memory bandwidth,
               instruction issue, MUFU; and the lowest of them. Every ceiling is a MODEL: it
               assumes that the pipes overlap perfectly and that nothing else (latency, barriers,
               global memory, occupancy) stands in the way. A measured kernel is slower.
 
 How the main loop is found: the control-flow graph of the function is built from its branches;
-the main loop is the outermost loop that holds HMMA (or, in a kernel without tensor cores, FFMA).
+the main loop is the outermost loop that holds HGMMA, else HMMA (or, in a kernel without tensor
+cores, FFMA). In chapter 10 that is the consumer's loop over key tiles (the producer's loop of TMA
+copies holds no HGMMA); its one inner loop is the retry of an mbarrier's try_wait, out of line,
+which the steady iteration does not enter.
 One iteration is a path from the loop's head to one of its back edges, through the loop's blocks
 (an inner loop, if any, counted once: the report says so). Of all such paths, "steady" is the
 one with the most LDGSTS (a tile whose successor is being prefetched) and, among those, the
@@ -32,9 +43,28 @@ The model, per warp and per iteration of the main loop (F = 4096 FLOP per HMMA.1
   MUFU     16 results per clock per SM, 32 per warp instruction
 ceiling = FLOP per iteration / (clocks per iteration of that unit) x SMs x clock.
 
+Hopper's wgmma, in the same model. An HGMMA.MxNxK (HGMMA.64x64x16.F32.BF16: m64n64k16) is one
+wgmma.mma_async of a warpgroup, a 2 M N K FLOP product. cuobjdump shows the program of every warp,
+and each of the warpgroup's four warps issues the HGMMA: in chapter 10 (head dim 128) the loop holds
+8 HGMMA.64x64x16 for S = Q K^T, as many as the source's wgmma calls per warpgroup (128 / 16), and
+each thread's S accumulator is 32 registers (64 x 64 floats over 128 threads). So the report
+counts, per warp, a quarter of each: 2 M N K / 4 FLOP, and from shared memory A (M x K, unless A is
+in registers: `HGMMA... R24, R132, gdesc[..].tnspB`, chapter 10's P V) and B (K x N), 2 bytes an
+element (bf16, fp16), over 4. The shared-memory ceiling treats wgmma's operand reads like LDSM's,
+128 bytes per clock per SM; how wgmma actually feeds its operands is not documented, so this is
+the crudest part of the model. TMA's writes into shared memory are not counted: they are in the
+producer's code, and their size is in the tensor map, not in the SASS. The producer's warps are
+not counted either (one thread of it issues the copies; the others have returned).
+
+Registers under setmaxnreg (chapter 10): the report reads the count ptxas gives the kernel (168 for
+384 threads and __launch_bounds__(384, 1)), which is what a block is given at launch; the
+setmaxnreg in the code then moves registers from the producer (24) to the consumers (240) within
+that allocation. Occupancy is computed from ptxas's count.
+
 Usage:
   scripts/sass_report.py                       chapter 06, sm_80 and sm_90
   scripts/sass_report.py --chapter 05 --arch sm_90
+  scripts/sass_report.py --chapter 10          chapter 10, sm_90a (its only architecture)
   scripts/sass_report.py --source FILE.cu      any CUDA source (a test kernel)
   scripts/sass_report.py --json out.json ...   the same figures as JSON, besides the tables
   scripts/sass_report.py --plan ...            what it would compile and report, then stop
@@ -49,7 +79,10 @@ tensor TFLOP/s, shared memory per SM); CUDA C++ Programming Guide, "Compute Capa
 (registers, threads, blocks and shared memory per SM, 1 KiB of shared memory reserved per
 block), "Shared Memory" (32 banks, 4 bytes each per clock) and "Arithmetic Instructions"
 (throughput: 16 MUFU results per clock per SM on compute capability 8.0 and 9.0); the PTX ISA,
-"mma" (m16n8k16: 2 x 16 x 8 x 16 FLOP).
+"mma" (m16n8k16: 2 x 16 x 8 x 16 FLOP) and "Asynchronous Warpgroup Level Matrix Multiply-Accumulate
+Instructions" (wgmma.mma_async .m64nNk16: A of 64 x 16 from registers or shared memory through a
+matrix descriptor, B of 16 x N from shared memory; a warpgroup is four warps); "setmaxnreg"; the H100
+whitepaper, "H100 SM Architecture" (the fourth-generation tensor cores a warpgroup drives, TMA).
 """
 import argparse
 import json
