@@ -8,15 +8,26 @@ disassembles it with cuobjdump, and prints for every kernel instance (one templa
               can hold, with what limits them (registers, shared memory, threads, blocks)
   main loop   the instructions of one iteration of the kernel's main loop (for the attention
               kernels: one key tile, per warp), by kind: HMMA, LDSM, LDGSTS, LDS/STS, FFMA/FMUL/
-              FADD, MUFU.EX2, SHFL, BAR and all instructions; and LDSM per HMMA over the whole kernel
+              FADD, MUFU.EX2, SHFL, BAR and all instructions; and LDSM per HMMA over the whole kernel.
+              For Hopper's kernel (chapter 10, sm_90a): HGMMA (wgmma; those with A in registers
+              apart), WARPGROUP (wgmma's fence and commit, WARPGROUP.ARRIVE, and its wait,
+              WARPGROUP.DEPBAR.LE), SYNCS (mbarriers: SYNCS.PHASECHK...TRYWAIT, SYNCS.ARRIVE...),
+              BAR (the named barriers of the ping-pong: BAR.SYNC, BAR.ARV), UTMALDG (TMA), and the
+              loop's tensor FLOP and shared bytes
+  wgmma       for sm_90a: "wgmma serialized: none", or the kernels for which ptxas -v says that
+              it serialised the wgmma (infos C7514, C7515: "wgmma.mma_async instructions are
+              serialized due to ..."): each then waits for the one before, and no overlap is left
   ceilings    the TFLOP/s those counts allow on the GPUs of that architecture (A100 for sm_80,
-              H100 SXM and H200 for sm_90), one per unit: tensor cores, shared-memory bandwidth,
+              H100 SXM and H200 for sm_90 and sm_90a), one per unit: tensor cores, shared-memory bandwidth,
               instruction issue, MUFU; and the lowest of them. Every ceiling is a MODEL: it
               assumes that the pipes overlap perfectly and that nothing else (latency, barriers,
               global memory, occupancy) stands in the way. A measured kernel is slower.
 
 How the main loop is found: the control-flow graph of the function is built from its branches;
-the main loop is the outermost loop that holds HMMA (or, in a kernel without tensor cores, FFMA).
+the main loop is the outermost loop that holds HGMMA, else HMMA (or, in a kernel without tensor
+cores, FFMA). In chapter 10 that is the consumer's loop over key tiles (the producer's loop of TMA
+copies holds no HGMMA); its one inner loop is the retry of an mbarrier's try_wait, out of line,
+which the steady iteration does not enter.
 One iteration is a path from the loop's head to one of its back edges, through the loop's blocks
 (an inner loop, if any, counted once: the report says so). Of all such paths, "steady" is the
 one with the most LDGSTS (a tile whose successor is being prefetched) and, among those, the
@@ -32,9 +43,28 @@ The model, per warp and per iteration of the main loop (F = 4096 FLOP per HMMA.1
   MUFU     16 results per clock per SM, 32 per warp instruction
 ceiling = FLOP per iteration / (clocks per iteration of that unit) x SMs x clock.
 
+Hopper's wgmma, in the same model. An HGMMA.MxNxK (HGMMA.64x64x16.F32.BF16: m64n64k16) is one
+wgmma.mma_async of a warpgroup, a 2 M N K FLOP product. cuobjdump shows the program of every warp,
+and each of the warpgroup's four warps issues the HGMMA: in chapter 10 (head dim 128) the loop holds
+8 HGMMA.64x64x16 for S = Q K^T, as many as the source's wgmma calls per warpgroup (128 / 16), and
+each thread's S accumulator is 32 registers (64 x 64 floats over 128 threads). So the report
+counts, per warp, a quarter of each: 2 M N K / 4 FLOP, and from shared memory A (M x K, unless A is
+in registers: `HGMMA... R24, R132, gdesc[..].tnspB`, chapter 10's P V) and B (K x N), 2 bytes an
+element (bf16, fp16), over 4. The shared-memory ceiling treats wgmma's operand reads like LDSM's,
+128 bytes per clock per SM; how wgmma actually feeds its operands is not documented, so this is
+the crudest part of the model. TMA's writes into shared memory are not counted: they are in the
+producer's code, and their size is in the tensor map, not in the SASS. The producer's warps are
+not counted either (one thread of it issues the copies; the others have returned).
+
+Registers under setmaxnreg (chapter 10): the report reads the count ptxas gives the kernel (168 for
+384 threads and __launch_bounds__(384, 1)), which is what a block is given at launch; the
+setmaxnreg in the code then moves registers from the producer (24) to the consumers (240) within
+that allocation. Occupancy is computed from ptxas's count.
+
 Usage:
   scripts/sass_report.py                       chapter 06, sm_80 and sm_90
   scripts/sass_report.py --chapter 05 --arch sm_90
+  scripts/sass_report.py --chapter 10          chapter 10, sm_90a (its only architecture)
   scripts/sass_report.py --source FILE.cu      any CUDA source (a test kernel)
   scripts/sass_report.py --json out.json ...   the same figures as JSON, besides the tables
   scripts/sass_report.py --plan ...            what it would compile and report, then stop
@@ -49,7 +79,10 @@ tensor TFLOP/s, shared memory per SM); CUDA C++ Programming Guide, "Compute Capa
 (registers, threads, blocks and shared memory per SM, 1 KiB of shared memory reserved per
 block), "Shared Memory" (32 banks, 4 bytes each per clock) and "Arithmetic Instructions"
 (throughput: 16 MUFU results per clock per SM on compute capability 8.0 and 9.0); the PTX ISA,
-"mma" (m16n8k16: 2 x 16 x 8 x 16 FLOP).
+"mma" (m16n8k16: 2 x 16 x 8 x 16 FLOP) and "Asynchronous Warpgroup Level Matrix Multiply-Accumulate
+Instructions" (wgmma.mma_async .m64nNk16: A of 64 x 16 from registers or shared memory through a
+matrix descriptor, B of 16 x N from shared memory; a warpgroup is four warps); "setmaxnreg"; the H100
+whitepaper, "H100 SM Architecture" (the fourth-generation tensor cores a warpgroup drives, TMA).
 """
 import argparse
 import json
@@ -65,6 +98,7 @@ from dataclasses import dataclass, field
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 FLOP_PER_HMMA = 2 * 16 * 8 * 16  # mma.m16n8k16: a 16 x 16 by 16 x 8 product, a multiply and an add each
+WARPS_PER_WARPGROUP = 4          # a wgmma (HGMMA) is issued by each of its warpgroup's four warps
 SHARED_BYTES_PER_CLOCK = 128     # 32 banks x 4 bytes, per SM
 ISSUE_PER_CLOCK = 4              # warp instructions per clock per SM (4 schedulers)
 MUFU_PER_CLOCK = 16              # results per clock per SM (compute capability 8.0 and 9.0)
@@ -116,6 +150,14 @@ def ch05_kernel(args):
     return br * 4, 4 * (br * (d + 1) + 2 * bc * (d + 1) + br * (bc + 1))
 
 
+def ch10_kernel(args):
+    d, br, bc = int(args[1]), int(args[2]), int(args[3])
+    stages, repeat = 2, 1024  # kStages, kSwizzleRepeat
+    # hopper.cuh: kThreads (384) from __launch_bounds__; shared_bytes(): Q_i and the ring of K_j,
+    # V_j, 2 bytes an element, and 1024 for the alignment of the 128-byte swizzle
+    return None, 2 * d * (br + 2 * stages * bc) + repeat
+
+
 def ch07_dk_dv(args):
     d, br, bc = (int(a) for a in args[:3])
     # backward.cuh: Bc * kThreadsPerRow (4) threads, dk_dv_shared_floats() x 4 bytes
@@ -133,7 +175,17 @@ CHAPTERS = {
     "06": ("chapters/06_tensor_cores/tensor_cores.cuh", {"tensor_cores_kernel": ch06_kernel}),
     "07": ("chapters/07_backward/backward.cuh",
            {"dk_dv_kernel": ch07_dk_dv, "dq_kernel": ch07_dq, "preprocess_kernel": lambda a: (128, 0)}),
+    "10": ("chapters/10_hopper/hopper.cuh", {"hopper_kernel": ch10_kernel}),
 }
+# The architectures a chapter is reported for by default. Chapter 10 exists for sm_90a only (wgmma
+# and setmaxnreg); sm_90a runs on the GPUs of sm_90 (H100, H200).
+DEFAULT_ARCHS = {"10": ["sm_90a"]}
+ARCHS = ["sm_80", "sm_90", "sm_90a"]
+
+
+def gpus_of(arch):
+    """The GPUs of GPUS that run code built for `arch` (sm_90a: the sm_90 ones)."""
+    return [g for g in GPUS if g.arch == arch.rstrip("a")]
 
 
 class ToolMissing(Exception):
@@ -205,6 +257,16 @@ def parse_ptxas(log):
                         lambda m: dict(zip(("stack", "spill_stores", "spill_loads"), map(int, m.groups()))))
 
 
+def parse_serialized(log):
+    """{mangled name: ["C7515", ...]} from ptxas's infos that it serialised a kernel's wgmma: "(C7514)
+    Potential Performance Loss: wgmma.mma_async instructions are serialized due to ... in the function
+    '<name>'". Then every wgmma of the kernel waits for the one before it, and no overlap is left."""
+    result = {}
+    for m in re.finditer(r"\((C\d+)\)[^\n]*wgmma[^\n]*serialized[^\n]*in the function '([^']+)'", log):
+        result.setdefault(m.group(2), []).append(m.group(1))
+    return result
+
+
 def parse_resources(text):
     """{mangled name: {"registers", "stack", "shared", "local"}} from cuobjdump -res-usage."""
     return per_function(text, r"^\s*Function (\S+):", r"REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)",
@@ -251,7 +313,8 @@ class Instruction:
         return None
 
 
-INSTRUCTION = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_.]*)\s*([^;]*);")
+# The opcode is upper case, but for the shape of an HGMMA (HGMMA.64x128x16.F32.BF16): its lower-case x.
+INSTRUCTION = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_.]*(?:x[0-9]+)*[A-Z0-9_.]*)\s*([^;]*);")
 
 
 def parse_sass(text):
@@ -268,6 +331,43 @@ def parse_sass(text):
             functions[current].append(Instruction(int(m.group(1), 16), (m.group(2) or "").strip(), m.group(3),
                                                   m.group(4).strip()))
     return functions
+
+
+def hgmma_shape(ins):
+    """(M, N, K) of an HGMMA, from its opcode (HGMMA.64x128x16.F32.BF16: m64n128k16)."""
+    m = re.match(r"HGMMA\.(\d+)x(\d+)x(\d+)", ins.opcode)
+    return tuple(int(x) for x in m.groups()) if m else None
+
+
+def hgmma_a_in_registers(ins):
+    """Whether an HGMMA takes A from registers (O += P V: `HGMMA... R24, R132, gdesc[UR16].tnspB, R24`)
+    rather than from shared memory through the descriptor that also holds B's (`R24, gdesc[UR12], R24`)."""
+    operands = [o.strip() for o in ins.operands.split(",")]
+    return len(operands) > 1 and re.fullmatch(r"R\d+", operands[1]) is not None
+
+
+def element_bytes(ins):
+    """Bytes of one element of an HGMMA's A and B, from the input type in its opcode."""
+    mods = ins.opcode.split(".")
+    if "E4M3" in mods or "E5M2" in mods:
+        return 1
+    if "TF32" in mods:
+        return 4
+    return 2  # BF16, F16
+
+
+def tensor_flop(ins):
+    """FLOP one warp's instruction does on the tensor cores. HMMA.16816 is one warp's mma.sync:
+    2 x 16 x 8 x 16 (HMMA.1688 half of it). An HGMMA is one wgmma of a warpgroup, and each of its
+    four warps issues it (the SASS is every warp's program): a quarter of 2 M N K each."""
+    if ins.predicate == "@!PT":
+        return 0
+    if ins.base == "HMMA":
+        return FLOP_PER_HMMA // 2 if ".1688" in ins.opcode else FLOP_PER_HMMA
+    if ins.base == "HGMMA":
+        m, n, k = hgmma_shape(ins) or (0, 0, 0)
+        return 2 * m * n * k // WARPS_PER_WARPGROUP
+    return 0
 
 
 def access_bytes(ins):
@@ -291,6 +391,8 @@ def kinds(ins):
         out.append("MUFU." + op.split(".")[1])
     if base == "BAR" and ".SYNC" in op:
         out.append("BAR.SYNC")
+    if base == "HGMMA" and hgmma_a_in_registers(ins):
+        out.append("HGMMA A in registers")
     return out
 
 
@@ -305,6 +407,12 @@ def shared_bytes(ins):
         return 32 * access_bytes(ins)
     if ins.base in ("LDS", "STS"):
         return 32 * access_bytes(ins)
+    if ins.base == "HGMMA":
+        # The operands a wgmma reads from shared memory: A (M x K) unless it comes from registers,
+        # and B (K x N), for the warpgroup; a quarter of it per warp, as with the FLOP.
+        m, n, k = hgmma_shape(ins) or (0, 0, 0)
+        a = 0 if hgmma_a_in_registers(ins) else m * k
+        return (a + k * n) * element_bytes(ins) // WARPS_PER_WARPGROUP
     return 0
 
 
@@ -313,6 +421,7 @@ class Counts:
     by_kind: dict = field(default_factory=dict)
     shared: int = 0
     total: int = 0
+    flop: int = 0  # on the tensor cores, this warp's share (tensor_flop)
 
     def add(self, ins):
         if ins.base == "NOP":
@@ -320,10 +429,11 @@ class Counts:
         for k in kinds(ins):
             self.by_kind[k] = self.by_kind.get(k, 0) + 1
         self.shared += shared_bytes(ins)
+        self.flop += tensor_flop(ins)
         self.total += 1
 
     def plus(self, other):
-        c = Counts(dict(self.by_kind), self.shared + other.shared, self.total + other.total)
+        c = Counts(dict(self.by_kind), self.shared + other.shared, self.total + other.total, self.flop + other.flop)
         for k, v in other.by_kind.items():
             c.by_kind[k] = c.by_kind.get(k, 0) + v
         return c
@@ -408,11 +518,12 @@ class LoopReport:
     steady: Counts
     masked: Counts
     path: list  # the steady iteration's blocks: (first address, instructions, LDGSTS)
+    inner_on_path: int = 0  # of the inner loops, those whose head the steady iteration runs through
 
 
 def main_loop(instructions):
-    """The outermost loop holding HMMA (else FFMA), and its steady and masked iterations; None when
-    the function has no such loop."""
+    """The outermost loop holding HGMMA (else HMMA, else FFMA), and its steady and masked iterations;
+    None when the function has no such loop."""
     blocks, successors = basic_blocks(instructions)
     if not blocks:
         return None
@@ -431,7 +542,7 @@ def main_loop(instructions):
     for u, v in edges:
         latches_of.setdefault(v, []).append(u)
     loops = {h: natural_loop(h, ls, predecessors) for h, ls in latches_of.items()}
-    work_kind = "HMMA" if any(c.get("HMMA") for c in block_counts) else "FFMA"
+    work_kind = next((k for k in ("HGMMA", "HMMA") if any(c.get(k) for c in block_counts)), "FFMA")
     holding = [h for h, body in loops.items() if any(block_counts[b].get(work_kind) for b in body)]
     if not holding:
         return None
@@ -474,7 +585,8 @@ def main_loop(instructions):
         return None
     path = [(instructions[blocks[b][0]].address, block_counts[b].total, block_counts[b].get("LDGSTS"))
             for b in steady_path]
-    return LoopReport(instructions[blocks[head][0]].address, len(body), inner, steady, masked, path)
+    inner_on_path = sum(1 for h in loops if h != head and h in steady_path)
+    return LoopReport(instructions[blocks[head][0]].address, len(body), inner, steady, masked, path, inner_on_path)
 
 
 # ---- occupancy and ceilings ---------------------------------------------------------------------
@@ -502,7 +614,7 @@ def occupancy(gpu, registers, threads, shared):
 def ceilings(gpu, loop):
     """TFLOP/s ceilings (a model) from one iteration of the main loop of one warp."""
     c = loop.steady
-    flop = c.get("HMMA") * FLOP_PER_HMMA
+    flop = c.flop
     if flop == 0:
         return {}
     scale = gpu.sms * gpu.clock_ghz * 1e9 / 1e12
@@ -518,6 +630,11 @@ def ceilings(gpu, loop):
 # ---- the report -----------------------------------------------------------------------------------
 
 COLUMNS = ["HMMA", "LDSM", "LDGSTS", "LDS", "STS", "FFMA", "FMUL", "FADD", "MUFU.EX2", "SHFL", "BAR.SYNC"]
+# Hopper's kernels (chapter 10): wgmma (HGMMA; those with A from registers apart), its fence, commit
+# and wait (WARPGROUP.ARRIVE, WARPGROUP.DEPBAR), the mbarriers (SYNCS.*), the named barriers (BAR.*),
+# the TMA copies (UTMALDG).
+HOPPER_COLUMNS = ["HGMMA", "HGMMA A in registers", "WARPGROUP", "SYNCS", "BAR", "UTMALDG", "FFMA", "FMUL", "FADD",
+                  "MUFU.EX2", "SHFL"]
 
 
 def template_args(demangled):
@@ -541,6 +658,7 @@ def analyse(cubin, ptxas_log, arch, shapes, cuobjdump):
     resources = parse_resources(run([cuobjdump, "-res-usage", cubin]))
     max_threads = parse_max_threads(run([cuobjdump, "-elf", cubin]))
     spills = parse_ptxas(ptxas_log)
+    serialized = parse_serialized(ptxas_log)
     names = demangle(list(sass))
     kernels = []
     for mangled, instructions in sorted(sass.items(), key=lambda kv: names[kv[0]]):
@@ -563,18 +681,19 @@ def analyse(cubin, ptxas_log, arch, shapes, cuobjdump):
             "spill_stores": spills.get(mangled, {}).get("spill_stores", 0),
             "spill_loads": spills.get(mangled, {}).get("spill_loads", 0),
             "threads": threads, "shared": None if dynamic is None else dynamic + static_shared,
-            "whole": {"HMMA": whole.get("HMMA"), "LDSM": whole.get("LDSM"), "all": whole.total},
+            "wgmma_serialized": serialized.get(mangled, []),
+            "whole": {"HMMA": whole.get("HMMA"), "HGMMA": whole.get("HGMMA"), "LDSM": whole.get("LDSM"),
+                      "all": whole.total},
             "gpus": {},
         }
         if loop is not None:
             kernel["loop"] = {"head": f"{loop.head_address:#x}", "inner_loops": loop.inner_loops,
+                              "inner_on_path": loop.inner_on_path,
                               "steady": dict(loop.steady.by_kind, all=loop.steady.total,
-                                             shared_bytes=loop.steady.shared),
+                                             shared_bytes=loop.steady.shared, flop=loop.steady.flop),
                               "masked_extra": loop.masked.total - loop.steady.total,
                               "path": [[f"{a:#x}", n, g] for a, n, g in loop.path]}
-        for gpu in GPUS:
-            if gpu.arch != arch:
-                continue
+        for gpu in gpus_of(arch):
             entry = {}
             if threads and kernel["registers"] is not None:
                 blocks, warps, limit = occupancy(gpu, kernel["registers"], threads, kernel["shared"])
@@ -592,7 +711,7 @@ def ratio(a, b):
 
 def print_report(kernels, arch):
     print(f"\n**{arch}: resources (per kernel instance)**\n")
-    gpus = [g for g in GPUS if g.arch == arch]
+    gpus = gpus_of(arch)
     head = "| kernel | registers | spills (st/ld bytes) | threads | shared KiB |"
     head += "".join(f" {g.name}: blocks, warps per SM (limit) |" for g in gpus)
     print(head)
@@ -604,19 +723,32 @@ def print_report(kernels, arch):
             e = k["gpus"].get(g.name, {})
             row += f" {e['blocks']}, {e['warps']} ({', '.join(e['limit'])}) |" if "blocks" in e else " ? |"
         print(row)
+    hopper = any(k["whole"]["HGMMA"] for k in kernels)
+    if hopper or arch.endswith("a"):
+        # ptxas says when it serialises wgmma (C7514, C7515): the overlap the kernel was written for is gone.
+        named = [f"{k['name']} ({', '.join(k['wgmma_serialized'])})" for k in kernels if k["wgmma_serialized"]]
+        print(f"\nwgmma serialized (ptxas C7514/C7515, {arch}): {'; '.join(named) if named else 'none'}")
     looped = [k for k in kernels if "loop" in k]
     if looped:
         print(f"\n**{arch}: the main loop, one iteration (a key tile) of one warp; 'steady': neither masked nor last**\n")
-        head = "| kernel | " + " | ".join(COLUMNS) + " | all | HMMA share | LDSM/HMMA (loop, kernel) | masked: more |"
+        columns, tensor = (HOPPER_COLUMNS, "HGMMA") if hopper else (COLUMNS, "HMMA")
+        last = "tensor FLOP, shared bytes (a warp's share)" if hopper else "LDSM/HMMA (loop, kernel)"
+        head = "| kernel | " + " | ".join(columns) + f" | all | {tensor} share | {last} | masked: more |"
         print(head)
         print("|---" * (head.count("|") - 1) + "|")
         for k in looped:
             s = k["loop"]["steady"]
-            cells = [str(s.get(c, 0)) for c in COLUMNS]
-            share = f"{100 * s.get('HMMA', 0) / s['all']:.0f}%" if s["all"] else "-"
-            ldsm = f"{ratio(s.get('LDSM', 0), s.get('HMMA', 0))}, {ratio(k['whole']['LDSM'], k['whole']['HMMA'])}"
-            inner = f" ({k['loop']['inner_loops']} inner loop(s), counted once)" if k["loop"]["inner_loops"] else ""
-            print(f"| {k['name']} | " + " | ".join(cells) + f" | {s['all']}{inner} | {share} | {ldsm} | "
+            cells = [str(s.get(c, 0)) for c in columns]
+            share = f"{100 * s.get(tensor, 0) / s['all']:.0f}%" if s["all"] else "-"
+            if hopper:
+                extra = f"{s['flop']}, {s['shared_bytes']}"
+            else:
+                extra = f"{ratio(s.get('LDSM', 0), s.get('HMMA', 0))}, {ratio(k['whole']['LDSM'], k['whole']['HMMA'])}"
+            inner = ""
+            if k["loop"]["inner_loops"]:  # (chapter 10: the retry of an mbarrier's try_wait, off the path)
+                inner = (f" ({k['loop']['inner_loops']} inner loop(s), {k['loop']['inner_on_path']} on this path, "
+                         f"counted once)")
+            print(f"| {k['name']} | " + " | ".join(cells) + f" | {s['all']}{inner} | {share} | {extra} | "
                   f"{k['loop']['masked_extra']} |")
         print(f"\n**{arch}: ceilings in TFLOP/s, a MODEL (each unit alone, perfect overlap; see the figures below)**\n")
         head = "| kernel | GPU | tensor | shared memory | issue | MUFU | lowest (model) |"
@@ -636,6 +768,10 @@ def print_report(kernels, arch):
                   f"{g.shared_per_sm // 1024} KiB shared per SM ({g.source})")
         print(f"- per SM and clock: {SHARED_BYTES_PER_CLOCK} shared bytes, {ISSUE_PER_CLOCK} warp instructions, "
               f"{MUFU_PER_CLOCK} MUFU results; {FLOP_PER_HMMA} FLOP per HMMA.16816")
+        if hopper:
+            print(f"- an HGMMA.MxNxK is one wgmma of a warpgroup, issued by each of its {WARPS_PER_WARPGROUP} warps: "
+                  f"2 M N K / {WARPS_PER_WARPGROUP} FLOP and (M K, unless A is in registers, + K N) x 2 bytes / "
+                  f"{WARPS_PER_WARPGROUP} of shared memory per warp; TMA's writes into shared memory are not counted")
 
 
 def main(argv=None):
@@ -643,19 +779,20 @@ def main(argv=None):
     ap.add_argument("--chapter", default="06", choices=sorted(CHAPTERS), help="the chapter's kernels (default 06)")
     ap.add_argument("--source", help="a CUDA source to report on instead of the chapter's own (a variant of "
                     "it, whose launch shapes are the chapter's, or a test kernel)")
-    ap.add_argument("--arch", nargs="+", default=["sm_80", "sm_90"], choices=["sm_80", "sm_90"],
-                    help="architectures (default: sm_80 sm_90)")
+    ap.add_argument("--arch", nargs="+", choices=ARCHS,
+                    help="architectures (default: sm_80 sm_90; for chapter 10 sm_90a, the only one it is built for)")
     ap.add_argument("--nvcc", default=os.environ.get("CUDACXX") or "nvcc", help="the nvcc to compile with")
     ap.add_argument("--json", help="also write the figures to this file")
     ap.add_argument("--keep", help="keep the .cubin files in this folder")
     ap.add_argument("--plan", action="store_true", help="say what it would compile and report, then stop")
     args = ap.parse_args(argv)
+    args.arch = args.arch or DEFAULT_ARCHS.get(args.chapter, ["sm_80", "sm_90"])
     source, shapes = CHAPTERS[args.chapter]
     source = args.source or os.path.join(ROOT, source)
     if not os.path.isfile(source):
         ap.error(f"--source {source}: no such file")
     if args.plan:
-        gpus = ", ".join(g.name for g in GPUS if g.arch in args.arch)
+        gpus = ", ".join(g.name for a in args.arch for g in gpus_of(a))
         print(f"plan: {os.path.relpath(source, ROOT)} compiled by {args.nvcc} for {' '.join(args.arch)}; "
               f"registers, occupancy, the main loop's counts and the ceilings on {gpus}")
         return 0

@@ -46,6 +46,53 @@ SASS = """
 """
 
 
+# Made-up Hopper SASS (chapter 10's shapes, cuobjdump's layout): a producer's loop of TMA copies
+# (0x20-0x40, no HGMMA), then the consumer's loop from 0x60 to its back edge at 0x130: an mbarrier
+# try_wait whose retry lies out of line at 0x170 (an inner loop, off the steady path), then S = Q K^T
+# as two HGMMA.64x64x16 from shared memory, its wait, one MUFU.EX2, P V as one HGMMA.64x128x16 with
+# A in registers, its wait and the release of the stage. By hand, per warp (an HGMMA is the
+# warpgroup's wgmma, issued by each of its four warps: a quarter of its FLOP and bytes each):
+#   FLOP   2 x (2 x 64 x 64 x 16) / 4 + 2 x 64 x 128 x 16 / 4 = 65536 + 65536 = 131072
+#   shared 2 x (64 x 16 + 16 x 64) x 2 / 4 + (16 x 128) x 2 / 4 = 2048 + 1024 = 3072 bytes
+#   the steady iteration: 0x60-0x70 (2), 0x80-0x130 (12): 14 instructions; the masked one (the most
+#   instructions) takes the retry too: 0x170-0x190, 3 more.
+HOPPER_SASS = """
+        Function : _Z6hopperv
+        /*0000*/                   MOV R1, c[0x0][0x28] ;
+        /*0010*/                   USETMAXREG.DEALLOC.CTAPOOL 0x18 ;
+        /*0020*/                   UTMALDG.3D [UR8], [UR16] ;
+        /*0030*/                   ISETP.GE.AND P1, PT, R0, 0x4, PT ;
+        /*0040*/              @!P1 BRA 0x20 ;
+        /*0050*/                   USETMAXREG.TRY_ALLOC.CTAPOOL UP0, 0xf0 ;
+        /*0060*/                   SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [R16+UR10], R15 ;
+        /*0070*/              @!P0 BRA 0x170 ;
+        /*0080*/                   BAR.SYNC.DEFER_BLOCKING R8, 0x100 ;
+        /*0090*/                   WARPGROUP.ARRIVE ;
+        /*00a0*/                   HGMMA.64x64x16.F32.BF16 R88, gdesc[UR16], RZ, !UPT ;
+        /*00b0*/                   HGMMA.64x64x16.F32.BF16 R88, gdesc[UR20], R88, gsb0 ;
+        /*00c0*/                   WARPGROUP.DEPBAR.LE gsb0, 0x0 ;
+        /*00d0*/                   MUFU.EX2 R4, R4 ;
+        /*00e0*/                   WARPGROUP.ARRIVE ;
+        /*00f0*/                   HGMMA.64x128x16.F32.BF16 R24, R132, gdesc[UR16].tnspB, R24, gsb0 ;
+        /*0100*/                   WARPGROUP.DEPBAR.LE gsb0, 0x0 ;
+        /*0110*/                   SYNCS.ARRIVE.TRANS64.A1T0 RZ, [R0+UR6], RZ ;
+        /*0120*/                   ISETP.GE.AND P2, PT, R0, 0x4, PT ;
+        /*0130*/              @!P2 BRA 0x60 ;
+        /*0140*/                   EXIT ;
+        /*0150*/                   BRA 0x150;
+        /*0160*/                   NOP;
+        /*0170*/                   SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [R16+UR10], R15 ;
+        /*0180*/              @!P0 BRA 0x170 ;
+        /*0190*/                   BRA 0x80 ;
+"""
+
+# ptxas -v's info when it serialises the wgmma of a kernel (nvcc 13.0's wording), and one kernel without.
+PTXAS_LOG = ("ptxas info    : (C7515) Potential Performance Loss: wgmma.mma_async instructions are serialized "
+             "due to non wgmma instructions defining accumulator registers of a wgmma between start and end of "
+             "the pipeline stage in the function '_Z6hopperv'\n"
+             "ptxas info    : Compiling entry function '_Z5otherv' for 'sm_90a'\n")
+
+
 class Model(unittest.TestCase):
     def test_the_loop_and_its_paths(self):
         instructions = sr.parse_sass(SASS)["_Z6kernelv"]
@@ -64,6 +111,40 @@ class Model(unittest.TestCase):
         self.assertEqual(s.shared, 1024)
         self.assertEqual(loop.masked.total - s.total, 2)  # the two FSEL
 
+    def test_hopper_loop_flop_and_bytes(self):
+        instructions = sr.parse_sass(HOPPER_SASS)["_Z6hopperv"]
+        self.assertEqual(instructions[10].opcode, "HGMMA.64x64x16.F32.BF16")  # the shape is the opcode's
+        self.assertEqual(sr.hgmma_shape(instructions[15]), (64, 128, 16))
+        self.assertTrue(sr.hgmma_a_in_registers(instructions[15]))
+        self.assertFalse(sr.hgmma_a_in_registers(instructions[10]))
+        loop = sr.main_loop(instructions)
+        # The outermost loop holding HGMMA: the consumer's, not the producer's loop before it.
+        self.assertEqual(loop.head_address, 0x60)
+        self.assertEqual((loop.inner_loops, loop.inner_on_path), (1, 0))  # the retry of the try_wait
+        s = loop.steady
+        self.assertEqual(s.total, 14)
+        self.assertEqual((s.get("HGMMA"), s.get("HGMMA A in registers"), s.get("WARPGROUP"), s.get("SYNCS"),
+                          s.get("BAR"), s.get("MUFU.EX2"), s.get("UTMALDG")), (3, 1, 4, 2, 1, 1, 0))
+        self.assertEqual(s.flop, 2 * (2 * 64 * 64 * 16) // 4 + 2 * 64 * 128 * 16 // 4)
+        self.assertEqual(s.flop, 131072)
+        self.assertEqual(s.shared, 3072)
+        self.assertEqual(loop.masked.total - s.total, 3)
+        # The ceilings from these: H100, per warp per iteration.
+        h100 = next(g for g in sr.GPUS if g.name.startswith("H100"))
+        got = sr.ceilings(h100, loop)
+        per_clock = 132 * 1.83e9 / 1e12
+        self.assertAlmostEqual(got["shared memory"], 131072 / (3072 / 128) * per_clock, places=6)
+        self.assertAlmostEqual(got["issue"], 131072 / (14 / 4) * per_clock, places=6)
+        self.assertAlmostEqual(got["MUFU"], 131072 / (1 * 32 / 16) * per_clock, places=6)
+
+    def test_hopper_shapes_and_serialized(self):
+        self.assertEqual(sr.parse_serialized(PTXAS_LOG), {"_Z6hopperv": ["C7515"]})
+        self.assertEqual(sr.parse_serialized("ptxas info    : Used 168 registers"), {})
+        # hopper.cuh's shared_bytes(128, 128, 64): Q 128 x 128, two stages of K and V 64 x 128,
+        # 2 bytes each, and 1024 for the alignment: 96 KiB + 1 KiB.
+        self.assertEqual(sr.ch10_kernel(["__nv_bfloat16", "128", "128", "64"]), (None, 96 * 1024 + 1024))
+        self.assertEqual([g.name for g in sr.gpus_of("sm_90a")], ["H100 SXM5", "H200 SXM"])
+
     def test_occupancy_worked_by_hand(self):
         h100 = next(g for g in sr.GPUS if g.name.startswith("H100"))
         # 255 registers -> 256 per thread, 8192 per warp: 8 warps by registers = 2 blocks of 4 warps;
@@ -80,7 +161,7 @@ class Model(unittest.TestCase):
 
     def test_ceilings_worked_by_hand(self):
         h100 = next(g for g in sr.GPUS if g.name.startswith("H100"))
-        c = sr.Counts({"HMMA": 128, "MUFU": 68}, shared=20480, total=512)
+        c = sr.Counts({"HMMA": 128, "MUFU": 68}, shared=20480, total=512, flop=128 * 4096)
         loop = sr.LoopReport(0, 1, 0, c, c, [])
         got = sr.ceilings(h100, loop)
         per_clock = 132 * 1.83e9 / 1e12  # TFLOP/s per FLOP/clk/SM

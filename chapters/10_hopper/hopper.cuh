@@ -59,7 +59,7 @@
 // of a row of the head dim its own TMA box [rows][64] of 128-byte rows:
 //   Q_i  [HEAD_DIM / 64][128][64]                         16 KiB a half (consumer wg: rows 64 wg ..)
 //   K    [kStages][HEAD_DIM / 64][Bc][64], V the same     8 KiB a half a stage
-// For HEAD_DIM = 128 that is 32 + 2 x 2 x 32 = 160 KiB (Hopper gives a block up to 227 KiB).
+// For HEAD_DIM = 128 that is 32 + 2 x 2 x 16 = 96 KiB (Hopper gives a block up to 227 KiB).
 //
 // This file is compiled into three builds (add_kernels, cmake/Chapters.cmake): by the host compiler
 // through common/simt (ch10::cpu), again with every memory access seen by simt's profile and race
