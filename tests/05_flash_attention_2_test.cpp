@@ -52,7 +52,7 @@ std::string describe(const Case& c, std::uint64_t seed) {
 // Runs chapter 04 once and chapter 05 once per tile shape in `tiles` on the same inputs, and checks
 // O and L of each against chapter 04.
 void check_case(const Case& c, std::span<const fa::Tile> tiles) {
-  const std::size_t batch = 2, heads = 3;  // so that a wrong batch or head index shows
+  const std::size_t batch = fa_test::kCaseBatch, heads = fa_test::kCaseHeads;
   const std::uint64_t seed = 5000 + 131 * c.seq_len_q + 17 * c.seq_len_k + c.head_dim +
                              static_cast<std::uint64_t>(c.scores) * 7 + (c.causal ? 3 : 0);
   const double scale = c.scale.value_or(fa::default_scale(c.head_dim));
