@@ -483,8 +483,8 @@ inline constexpr auto kInstances = instances<Element>(std::make_index_sequence<k
 template <class Element>
 Result run_typed(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K, const fa::Tensor4<float>& V,
                  const DeviceProblem& problem) {
-  const auto on_device = [](const fa::Tensor4<float>& x) { return simt::to_device<Element>(x.values); };
-  const auto q = on_device(Q), k = on_device(K), v = on_device(V);
+  const auto q = simt::to_device<Element>(Q.values), k = simt::to_device<Element>(K.values),
+             v = simt::to_device<Element>(V.values);
   auto o = simt::poisoned<Element>(Q.values.size());
   auto l = simt::poisoned<float>(static_cast<std::size_t>(problem.batch_heads) * problem.seq_len_q);
   const auto start = std::chrono::steady_clock::now();
