@@ -37,6 +37,7 @@
 #include "common/simt/device_code.h"
 #include "common/simt/half_precision.h"
 #include "common/simt/hopper.h"
+#include "common/simt/observer.h"
 #include "common/simt/tsan_annotations.h"
 #include "common/simt/warp_collective.h"
 
@@ -97,6 +98,13 @@ struct PendingStore {
   std::array<int, 5> coordinates{};
   std::uint64_t group = 0;  // the bulk group of its thread
   std::source_location site;
+  std::uint32_t read = 0;  // the race checker's number for its read (observer.h)
+};
+
+// A wgmma's read of shared memory, as the race checker numbered it, until a wait covers its group.
+struct PendingRead {
+  std::uint64_t group = 0;
+  std::uint32_t read = 0;
 };
 
 struct ThreadState {
@@ -105,6 +113,7 @@ struct ThreadState {
   std::vector<PendingAccumulator> pending;
   std::uint64_t bulk_committed = 0;  // cp.async.bulk groups committed
   std::vector<PendingStore> stores;
+  std::vector<PendingRead> reads;  // the race checker's wgmma reads in flight (observer.h)
 };
 
 struct NamedBarrier {
@@ -121,6 +130,7 @@ struct PendingCopy {
   std::uint32_t bytes = 0;
   unsigned thread = 0;
   std::source_location site;
+  std::uint32_t race_copy = 0;  // the race checker's number for it (observer.h)
 };
 
 struct BlockState {
@@ -219,8 +229,10 @@ std::string describe_descriptor(const WgmmaDescriptorFields& f) {
 
 // Reads the rows x 16 operand of `desc` into out[mn * 16 + k] (A), or out[k * rows + mn] when
 // k_outer (B: the product then runs along contiguous n).
+// The 16-byte chunks it reads join *chunks, where given (for the race checker).
 void read_operand(const char* name, const char* which, std::uint64_t desc, Major major, unsigned rows, WgmmaInput input,
-                  bool k_outer, float* out, const std::source_location& site) {
+                  bool k_outer, float* out, const std::source_location& site,
+                  std::vector<std::uint32_t>* chunks = nullptr) {
   const WgmmaDescriptorFields f = decode_wgmma_descriptor(desc);
   const auto fail = [&](const std::string& what) {
     throw std::invalid_argument(std::string(name) + " (" + where(site) + "): the descriptor of " + which + " (" +
@@ -247,6 +259,9 @@ void read_operand(const char* name, const char* which, std::uint64_t desc, Major
         fail("reaches element (" + std::to_string(mn) + ", " + std::to_string(k) + ") at shared address " +
              hex32(address) + ", past the end of this block's dynamic shared memory (" +
              std::to_string(dynamic_shared_size) + " bytes)");
+      }
+      if (chunks != nullptr && (chunks->empty() || chunks->back() != address / 16)) {
+        chunks->push_back(address / 16);
       }
       std::uint16_t bits;
       std::memcpy(&bits, dynamic_shared_memory + address, 2);
@@ -319,10 +334,22 @@ void complete_wgmma(void* const* lane_operands) {
             element_to_float(shape.input, static_cast<std::uint16_t>(i % 2 != 0 ? reg >> 16 : reg & 0xffffu));
       }
     }
-  } else {
-    read_operand(name, "A", first.desc_a, shape.major_a, 64, shape.input, false, A, site);
   }
-  read_operand(name, "B", first.desc_b, shape.major_b, n, shape.input, true, B, site);
+  // The race checker's footprint: every 16-byte chunk of the operands in shared memory.
+  std::vector<std::uint32_t> chunks;
+  std::vector<std::uint32_t>* footprint = observer::async_watched() ? &chunks : nullptr;
+  if (!shape.a_in_registers)
+    read_operand(name, "A", first.desc_a, shape.major_a, 64, shape.input, false, A, site, footprint);
+  read_operand(name, "B", first.desc_b, shape.major_b, n, shape.input, true, B, site, footprint);
+  if (footprint != nullptr) {
+    std::sort(chunks.begin(), chunks.end());
+    chunks.erase(std::unique(chunks.begin(), chunks.end()), chunks.end());
+    const std::uint32_t read = observer::wgmma_read(site, group0, chunks);
+    for (unsigned q = 0; q < warpgroup_threads; ++q) {
+      const auto& o = *static_cast<const WgmmaOperands*>(lane_operands[q]);
+      s.threads[o.thread].reads.push_back({s.threads[o.thread].committed, read});
+    }
+  }
 
   // C: each thread's accumulators as they are now (or as the wgmma in flight on them leaves them).
   for (unsigned q = 0; q < warpgroup_threads; ++q) {
@@ -381,7 +408,6 @@ void complete_wgmma(void* const* lane_operands) {
       o.d[i] = pending_value;
     }
   }
-  (void)group0;
 }
 
 // ---- mbarrier: simt's encoding of the 64-bit object ---------------------------------------------
@@ -442,6 +468,7 @@ Mbarrier read_bar(std::uint64_t* bar, const char* instruction, const std::source
 void complete_phase_if_done(Mbarrier& m, std::uint64_t* bar) {
   if (m.pending == 0 && m.tx == 0) {
     SIMT_TSAN_RELEASE(bar);
+    observer::mbarrier_phase_completed(bar, m.parity);
     m.parity ^= 1u;
     m.pending = m.expected;
   }
@@ -489,6 +516,17 @@ void for_each_box_element(const TensorMap& map, const std::array<int, 5>& coordi
   }
 }
 
+// The 16-byte chunks of shared memory a box at `base` covers (for the race checker), in order.
+std::vector<std::uint32_t> box_chunks(const TensorMap& map, const std::array<int, 5>& coordinates, std::uint32_t base) {
+  std::vector<std::uint32_t> chunks;
+  for_each_box_element(map, coordinates, base, [&](std::uint32_t address, std::uint64_t, bool) {
+    if (chunks.empty() || chunks.back() != address / 16) chunks.push_back(address / 16);
+  });
+  std::sort(chunks.begin(), chunks.end());
+  chunks.erase(std::unique(chunks.begin(), chunks.end()), chunks.end());
+  return chunks;
+}
+
 // A copy lands: each element of the box goes to its (swizzled) shared address; elements outside
 // the tensor are zeros. Then its bytes complete on its mbarrier.
 void land_copy(const PendingCopy& c) {
@@ -501,6 +539,7 @@ void land_copy(const PendingCopy& c) {
       std::memset(dynamic_shared_memory + address, 0, bytes);
     }
   });
+  observer::tma_load_landed(c.race_copy, c.bar);
   complete_tx(c.bar, c.bytes);
 }
 
@@ -513,6 +552,7 @@ void land_store(const PendingStore& st) {
   for_each_box_element(st.map, st.coordinates, st.src, [&](std::uint32_t address, std::uint64_t target, bool inside) {
     if (inside) std::memcpy(global + target, dynamic_shared_memory + address, bytes);
   });
+  observer::async_read_retired(st.read, this_thread());
 }
 
 // Lands every copy in flight that completes on bar.
@@ -579,6 +619,11 @@ std::string named_describe(const void* context) {
 
 void check_in_kernel(const char* what) { (void)current_async_copies(what); }
 
+void fence_proxy_async_shared_cta() {
+  check_in_kernel("fence_proxy_async_shared_cta");
+  observer::proxy_fence(this_thread());
+}
+
 std::uint32_t shared_address(const void* pointer, const std::source_location& site) {
   check_in_kernel("shared_address");
   return shared_offset(pointer, 0, "shared_address", "pointer", site);
@@ -621,6 +666,8 @@ void wgmma_wait_group(int n, const std::source_location& site) {
   const Bookkeeping scope;
   check_in_kernel("wgmma_wait_group");
   ThreadState& ts = state().threads[this_thread()];
+  retire_older_groups(ts.reads, ts.committed, n,
+                      [&](const PendingRead& r) { observer::async_read_retired(r.read, this_thread()); });
   retire_older_groups(ts.pending, ts.committed, n, [&](PendingAccumulator& p) {
     for (int r = 0; r < p.count; ++r) {
       std::uint32_t bits;
@@ -649,6 +696,7 @@ void mbarrier_init(std::uint64_t* bar, unsigned count, const std::source_locatio
   Mbarrier m;
   m.pending = m.expected = count;
   store(bar, m);
+  observer::mbarrier_init(bar);
 }
 
 void mbarrier_arrive(std::uint64_t* bar, unsigned tx_bytes, bool arrive, const std::source_location& site) {
@@ -664,6 +712,7 @@ void mbarrier_arrive(std::uint64_t* bar, unsigned tx_bytes, bool arrive, const s
                                 ", past the PTX ISA's limit of 2^20 - 1 bytes in one phase");
   }
   if (arrive) {
+    observer::mbarrier_arrive(this_thread(), bar);
     --m.pending;
     complete_phase_if_done(m, bar);
   }
@@ -685,6 +734,7 @@ bool mbarrier_try_wait_parity(std::uint64_t* bar, unsigned parity, const std::so
   condition.context = &w;
   wait_until(condition, site);
   SIMT_TSAN_ACQUIRE(bar);
+  observer::mbarrier_waited(this_thread(), bar, parity);
   return true;
 }
 
@@ -715,8 +765,10 @@ void named_barrier(unsigned id, unsigned count, bool wait, const std::source_loc
                                   "; every thread of one use of a barrier must give the same count");
     }
     SIMT_TSAN_RELEASE(&named_tokens[id]);
+    observer::named_barrier_arrive(this_thread(), id);
     w.generation = b.generation;
     if (++b.arrived == b.expected) {
+      observer::named_barrier_completed(id, b.generation);
       b.arrived = 0;
       b.expected = 0;
       ++b.generation;
@@ -730,6 +782,7 @@ void named_barrier(unsigned id, unsigned count, bool wait, const std::source_loc
   condition.context = &w;
   wait_until(condition, site);
   SIMT_TSAN_ACQUIRE(&named_tokens[id]);
+  observer::named_barrier_passed(this_thread(), id, w.generation);
 }
 
 void setmaxnreg(bool increase, int, const std::source_location& site) {
@@ -776,6 +829,9 @@ void cp_async_bulk_tensor_to_shared(void* dst, const TensorMap* map, int rank, c
   c.bytes = bytes;
   c.thread = this_thread();
   c.site = site;
+  if (observer::async_watched()) {
+    c.race_copy = observer::tma_load_issued(site, c.thread, box_chunks(c.map, c.coordinates, c.dst));
+  }
   state().copies.push_back(c);
   SIMT_TSAN_RELEASE(bar);  // for whoever lands the copy
 }
@@ -807,6 +863,9 @@ void cp_async_bulk_tensor_to_global(const TensorMap* map, int rank, const int* c
   for (int i = 0; i < rank; ++i) st.coordinates[static_cast<std::size_t>(i)] = coordinates[i];
   st.group = ts.bulk_committed;
   st.site = site;
+  if (observer::async_watched()) {
+    st.read = observer::tma_store_issued(site, this_thread(), box_chunks(st.map, st.coordinates, st.src));
+  }
   ts.stores.push_back(st);
 }
 

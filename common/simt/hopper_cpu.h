@@ -57,6 +57,7 @@ bool mbarrier_try_wait_parity(std::uint64_t* bar, unsigned parity, const std::so
 void named_barrier(unsigned id, unsigned count, bool wait, const std::source_location& site);
 void setmaxnreg(bool increase, int count, const std::source_location& site);
 void check_in_kernel(const char* what);
+void fence_proxy_async_shared_cta();
 
 void cp_async_bulk_tensor_to_shared(void* dst, const TensorMap* map, int rank, const int* coordinates,
                                     std::uint64_t* bar, const std::source_location& site);
@@ -146,7 +147,7 @@ inline void mbarrier_wait_parity(std::uint64_t* bar, unsigned parity,
   while (!detail::mbarrier_try_wait_parity(bar, parity, site)) {
   }
 }
-inline void fence_proxy_async_shared_cta() { detail::check_in_kernel("fence_proxy_async_shared_cta"); }
+inline void fence_proxy_async_shared_cta() { detail::fence_proxy_async_shared_cta(); }
 inline void named_barrier_sync(unsigned id, unsigned count,
                                std::source_location site = std::source_location::current()) {
   detail::named_barrier(id, count, true, site);

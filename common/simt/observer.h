@@ -13,6 +13,7 @@
 #include <source_location>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace simt::observer {
 
@@ -60,6 +61,36 @@ void async_copy_landed(unsigned thread, const void* shared_dst);
 // device_code.h's atomicAdd in a profiled copy: an atomic read-modify-write of `bytes` at `address`
 // by the running CUDA thread, at `site`.
 void atomic_access(const std::source_location& site, const void* address, std::uint32_t bytes);
+
+// hopper.cpp, Hopper's instructions on the CPU (hopper.h), for CUDA thread `thread`; the race
+// checker orders them (racecheck_async.h). async_watched() says whether a checked block runs on
+// this host thread, so that the footprints (`chunks`: offsets in dynamic shared memory / 16) are
+// worked out only then; the functions that return a number return the one to give back later.
+//   proxy_fence:            fence.proxy.async.shared::cta
+//   mbarrier_*:             init; an arrival (with or without expect_tx); a phase of `parity` has
+//                           completed; a wait for the phase of `parity` has returned
+//   named_barrier_*:        an arrival on barrier `id`; its use `generation` has all its threads;
+//                           a bar.sync of that use has passed
+//   tma_load_issued/landed: a TMA copy into shared memory started; it landed, completing on `bar`
+//   wgmma_read:             a wgmma of the warpgroup whose first thread is `thread` reads `chunks`
+//   tma_store_issued:       a TMA store reads `chunks`
+//   async_read_retired:     `thread`'s wait_group covers the read
+bool async_watched();
+void proxy_fence(unsigned thread);
+void mbarrier_init(const void* bar);
+void mbarrier_arrive(unsigned thread, const void* bar);
+void mbarrier_phase_completed(const void* bar, unsigned parity);
+void mbarrier_waited(unsigned thread, const void* bar, unsigned parity);
+void named_barrier_arrive(unsigned thread, unsigned id);
+void named_barrier_completed(unsigned id, std::uint64_t generation);
+void named_barrier_passed(unsigned thread, unsigned id, std::uint64_t generation);
+std::uint32_t tma_load_issued(const std::source_location& site, unsigned thread,
+                              const std::vector<std::uint32_t>& chunks);
+void tma_load_landed(std::uint32_t copy, const void* bar);
+std::uint32_t wgmma_read(const std::source_location& site, unsigned thread, const std::vector<std::uint32_t>& chunks);
+std::uint32_t tma_store_issued(const std::source_location& site, unsigned thread,
+                               const std::vector<std::uint32_t>& chunks);
+void async_read_retired(std::uint32_t read, unsigned thread);
 
 // buffer.h. register_device_memory: [data, data + bytes) is device memory (a DeviceBuffer of
 // elements of `element_bytes`), unwritten, until unregister_device_memory; host_wrote: the host

@@ -57,82 +57,14 @@
 
 #include "common/simt/memory_map.h"
 #include "common/simt/observer.h"
+#include "common/simt/racecheck_async.h"
 #include "common/simt/racecheck_recorder.h"
+#include "common/simt/racecheck_records.h"
 #include "common/simt/sites.h"
 
 namespace simt::racecheck {
 namespace detail {
 namespace {
-
-constexpr std::uint16_t kNone = 0xffff;
-constexpr std::uint64_t kNoBlock = ~std::uint64_t{0};
-constexpr unsigned kWarpLanes = 32;
-constexpr unsigned kWordBytes = 4;
-
-bool is_read(Operation op) {
-  return op == Operation::read || op == Operation::ldmatrix_read || op == Operation::cp_async_read;
-}
-bool is_write(Operation op) { return !is_read(op); }
-// Two accesses to one byte by two threads race unless both only read or both are atomics.
-bool can_race(Operation a, Operation b) {
-  if (is_read(a) && is_read(b)) return false;
-  return !(a == Operation::atomic && b == Operation::atomic);
-}
-
-enum class Kind : std::uint8_t { read_after_write, write_after_read, write_after_write, uninitialised_read };
-enum class Space : std::uint8_t { shared, global };
-
-// ---- Findings --------------------------------------------------------------------------------
-
-// One side of a hazard: a site and what it did there.
-struct SiteOp {
-  std::uintptr_t site = 0;
-  Operation op = Operation::read;
-  std::uint8_t bytes = 0;
-  auto operator<=>(const SiteOp&) const = default;
-};
-
-struct HazardKey {
-  Kind kind;
-  Space space;
-  bool warning;
-  SiteOp first, second;
-  auto operator<=>(const HazardKey&) const = default;
-};
-
-// How the two accesses of an example are related.
-enum class Who : std::uint8_t { warps, lanes, blocks, one_thread, uninitialised };
-
-// One example of a hazard: where and by whom. Examples are compared by key(); the smallest is
-// kept, so the one reported does not depend on the order blocks and threads ran in.
-struct Example {
-  std::uint64_t block = 0;                   // linear block index (the smaller one between blocks)
-  std::uint64_t other_block = 0;             // the other block, between blocks
-  std::uint32_t interval = 0;                // barriers passed by the block before it
-  std::uint64_t offset = 0;                  // byte offset in the block's shared memory, or in the buffer
-  std::uint32_t thread_a = 0, thread_b = 0;  // linear indices in their blocks
-  Who who = Who::warps;
-  bool static_shared = false;
-  int argument = -1;  // global memory: the kernel argument (from 0) that points into the buffer; -1: none
-  std::uint64_t buffer_bytes = 0;
-  std::uint64_t element_bytes = 1;
-  observer::BlockPlace grid{1, 1, 1};
-  auto key() const { return std::tuple(block, other_block, interval, argument, offset, thread_a, thread_b); }
-};
-
-struct Record {
-  std::uint64_t count = 0;
-  Example example;
-  void add(std::uint64_t n, const Example& e) {
-    if (count == 0 || e.key() < example.key()) example = e;
-    count += n;
-  }
-  void add(const Record& r) {
-    if (r.count > 0) add(r.count, r.example);
-  }
-};
-
-using Records = std::map<HazardKey, Record>;
 
 struct Results {
   std::mutex mutex;
@@ -624,6 +556,10 @@ class BlockChecker {
     touched_.clear();
     records_.clear();
     async_used_ = false;
+    Example base;
+    base.block = block_;
+    base.grid = grid_;
+    async_order_.begin(threads, shared_bytes, base);
   }
 
   void warp_sync(unsigned warp) {
@@ -631,6 +567,7 @@ class BlockChecker {
   }
 
   void block_sync() {
+    async_order_.block_sync();
     end_interval();
     ++interval_;
     stamp_ = next_stamp();
@@ -671,6 +608,7 @@ class BlockChecker {
     const std::uint64_t last = (target.offset + bytes - 1) / kWordBytes;
     const bool reads_memory = is_read(op) || op == Operation::atomic;
     if (target.space == Space::shared) {
+      if (!target.static_shared) async_order_.generic(thread, site, target.offset, bytes, is_write(op), records_);
       for (std::uint64_t w = first; w <= last; ++w) {
         const std::uint8_t mask = word_mask(target.offset, bytes, w);
         Word& word = shared_word(target.static_shared, w);
@@ -736,6 +674,23 @@ class BlockChecker {
       slot.issue_interval = interval_;
       slot.issue_epoch = epochs_[warp];
       slot.issue_position = positions_[thread] - 1;
+    }
+  }
+
+  // Hopper's asynchronous instructions (racecheck_async.h), on dynamic shared memory.
+  AsyncOrder& async_order() { return async_order_; }
+  Records& records() { return records_; }
+
+  // A TMA copy into these chunks of dynamic shared memory: for step 7, its bytes count as written
+  // from now on (its order with the reads is racecheck_async.cpp's).
+  void tma_wrote(const std::vector<std::uint32_t>& chunks) {
+    for (const std::uint32_t c : chunks) {
+      for (std::uint64_t w = std::uint64_t{c} * 16 / kWordBytes; w < (std::uint64_t{c} + 1) * 16 / kWordBytes; ++w) {
+        if (w >= dynamic_.size()) break;
+        Word& word = dynamic_[w];
+        if (word.block_stamp != block_stamp_) word.block_stamp = block_stamp_;
+        word.written = 0xf;
+      }
     }
   }
 
@@ -1081,6 +1036,7 @@ class BlockChecker {
   GlobalWords global_;
   std::vector<Location> touched_;
   Records records_;
+  AsyncOrder async_order_;
 };
 
 thread_local BlockChecker this_thread_checker;
@@ -1239,6 +1195,48 @@ void async_copy_landed(unsigned thread, const void* shared_dst) {
   if (checking) this_thread_checker.async_landed(thread, shared_dst);
 }
 
+bool checking_block() { return checking; }
+
+void proxy_fence(unsigned thread) {
+  if (checking) this_thread_checker.async_order().proxy_fence(thread);
+}
+void mbarrier_init(const void* bar) {
+  if (checking) this_thread_checker.async_order().mbarrier_init(bar);
+}
+void mbarrier_arrive(unsigned thread, const void* bar) {
+  if (checking) this_thread_checker.async_order().mbarrier_arrive(thread, bar);
+}
+void mbarrier_phase_completed(const void* bar, unsigned parity) {
+  if (checking) this_thread_checker.async_order().mbarrier_phase_completed(bar, parity);
+}
+void mbarrier_waited(unsigned thread, const void* bar, unsigned parity) {
+  if (checking) this_thread_checker.async_order().mbarrier_waited(thread, bar, parity);
+}
+void named_arrive(unsigned thread, unsigned id) {
+  if (checking) this_thread_checker.async_order().named_arrive(thread, id);
+}
+void named_completed(unsigned id, std::uint64_t generation) {
+  if (checking) this_thread_checker.async_order().named_completed(id, generation);
+}
+void named_passed(unsigned thread, unsigned id, std::uint64_t generation) {
+  if (checking) this_thread_checker.async_order().named_passed(thread, id, generation);
+}
+std::uint32_t tma_write(unsigned thread, std::uintptr_t site, const std::vector<std::uint32_t>& chunks) {
+  if (!checking) return 0;
+  this_thread_checker.tma_wrote(chunks);
+  return this_thread_checker.async_order().tma_write(thread, site, chunks, this_thread_checker.records());
+}
+void tma_landed(std::uint32_t copy, const void* bar) {
+  if (checking) this_thread_checker.async_order().tma_landed(copy, bar);
+}
+std::uint32_t async_read(Operation op, unsigned thread, std::uintptr_t site, const std::vector<std::uint32_t>& chunks) {
+  if (!checking) return 0;
+  return this_thread_checker.async_order().async_read(op, thread, site, chunks, this_thread_checker.records());
+}
+void async_read_retired(std::uint32_t read, unsigned thread) {
+  if (checking) this_thread_checker.async_order().async_read_retired(read, thread);
+}
+
 }  // namespace detail
 
 // ---- The public API --------------------------------------------------------------------------
@@ -1287,6 +1285,8 @@ const char* kind_name(detail::Kind k) {
       return "write-after-write";
     case detail::Kind::uninitialised_read:
       return "read";
+    case detail::Kind::unfenced_write:
+      return "write unfenced for the async proxy";
   }
   return "?";
 }
@@ -1306,6 +1306,12 @@ std::string operation_name(const detail::SiteOp& s) {
       return "cp.async write";
     case Operation::atomic:
       return "atomicAdd";
+    case Operation::tma_write:
+      return "TMA write";
+    case Operation::tma_store_read:
+      return "TMA store read";
+    case Operation::wgmma_read:
+      return "wgmma read";
   }
   return "?";
 }
