@@ -229,6 +229,36 @@ TEST_CASE("a TMA store reads the swizzled tile back into the tensor and writes n
   });
 }
 
+TEST_CASE("a 3D TMA store clips its box at the end of a plane: the next plane's rows stay", "[simt]") {
+  // Chapter 10 stores O by heads: 3 heads of 20 rows x 64 columns. The box of 16 rows at row 12 of
+  // head 1 holds rows 12..27; rows 20..27 lie past head 1's last row (in a 2D view of the same
+  // memory they would be head 2's rows 0..7), so only rows 12..19 of head 1 are written.
+  ControlsGuard guard;
+  const Swizzle swizzle = GENERATE(Swizzle::none, Swizzle::b128);
+  const std::uint32_t inner = swizzle == Swizzle::none ? 8 : 64;
+  const TmaBox source = make_box(3, {64, 20, 3}, {inner, 16, 1}, {1, 1, 1}, swizzle, {0, 0, 0});
+  const auto image = expected_load(source);
+  TmaBox target = source;
+  std::fill(target.global.begin(), target.global.end(), std::uint16_t{0xffff});
+  target.coordinates[1] = 12;
+  target.coordinates[2] = 1;
+  for_each_schedule([&] {
+    const auto after = cpu::tma_store(target, image);
+    unsigned wrong = 0;
+    for (unsigned head = 0; head < 3; ++head) {
+      for (unsigned r = 0; r < 20; ++r) {
+        for (unsigned c = 0; c < 64; ++c) {
+          const bool in_box = head == 1 && r >= 12 && c < inner;
+          const std::uint16_t expected = in_box ? source.global[(r - 12) * 64 + c] : std::uint16_t{0xffff};
+          wrong += after[(head * 20 + r) * 64 + c] != expected;
+        }
+      }
+    }
+    INFO("swizzle " << simt::swizzle_span(swizzle));
+    CHECK(wrong == 0);
+  });
+}
+
 TEST_CASE("make_tensor_map checks the driver's rules", "[simt]") {
   std::vector<std::uint16_t> g(64 * 64);
   const auto message = [&](auto make) { return fa_test::message_of<std::invalid_argument>(make); };

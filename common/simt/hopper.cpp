@@ -783,7 +783,8 @@ void cp_async_bulk_tensor_to_shared(void* dst, const TensorMap* map, int rank, c
 void cp_async_bulk_tensor_to_global(const TensorMap* map, int rank, const int* coordinates, const void* src,
                                     const std::source_location& site) {
   const Bookkeeping scope;
-  const char* name = "cp_async_bulk_tensor_2d_shared_to_global";
+  const char* name =
+      rank == 2 ? "cp_async_bulk_tensor_2d_shared_to_global" : "cp_async_bulk_tensor_3d_shared_to_global";
   check_in_kernel(name);
   if (map == nullptr || map->global == nullptr) {
     throw std::invalid_argument(std::string(name) + " (" + where(site) +
