@@ -83,17 +83,16 @@ TEST_CASE("on the GPU a TMA load places every element as the swizzle figures and
   CHECK(gpu::tma_load(b3) == cpu::tma_load(b3));
 }
 
-TEST_CASE("on the GPU a TMA store writes the swizzled tile into the tensor, as on the CPU", "[simt][gpu]") {
+TEST_CASE("on the GPU a TMA store (2D and 3D) writes the swizzled tile into the tensor, and nothing outside it",
+          "[simt][gpu]") {
   SKIP_UNLESS_SM90();
   const Swizzle swizzle = GENERATE(Swizzle::none, Swizzle::b128);
   const std::uint32_t inner = swizzle == Swizzle::none ? 8 : 64;
-  const TmaBox source = make_box(2, {104, 40, 1}, {inner, 16, 1}, {1, 1, 1}, swizzle, {0, 0, 0});
-  TmaBox target = source;
-  std::fill(target.global.begin(), target.global.end(), std::uint16_t{0xffff});
-  target.coordinates[0] = 96;
-  target.coordinates[1] = 30;
-  const auto image = expected_load(source);
-  CHECK(gpu::tma_store(target, image) == cpu::tma_store(target, image));
+  const TmaStore p = tma_store_problem(2, {104, 40, 1}, {inner, 16, 1}, swizzle, {96, 30, 0});
+  CHECK(gpu::tma_store(p.target, p.image) == p.expected);
+  // 3D: a box of 16 rows at row 12 of head 1 of 3 heads of 20 rows, clipped at the head's end.
+  const TmaStore p3 = tma_store_problem(3, {64, 20, 3}, {inner, 16, 1}, swizzle, {0, 12, 1});
+  CHECK(gpu::tma_store(p3.target, p3.image) == p3.expected);
 }
 
 TEST_CASE("on the GPU chapter 10's pipeline without the softmax gives what the CPU gives", "[simt][gpu]") {

@@ -155,9 +155,9 @@ __global__ void tma_load_kernel(const __grid_constant__ simt::TensorMap map, uns
   for (unsigned i = t; i < bytes; i += blockDim.x) out[i] = smem[i];
 }
 
-// Shared memory filled with `image` by ordinary stores, then one TMA store of the box at (c0, c1)
-// by thread 0, committed and waited for.
-__global__ void tma_store_kernel(const __grid_constant__ simt::TensorMap map, int c0, int c1,
+// Shared memory filled with `image` by ordinary stores, then one TMA store (rank 2 or 3) of the box
+// at (c0, c1[, c2]) by thread 0, committed and waited for.
+__global__ void tma_store_kernel(const __grid_constant__ simt::TensorMap map, unsigned rank, int c0, int c1, int c2,
                                  const std::uint8_t* __restrict__ image, unsigned bytes) {
   SIMT_DYNAMIC_SHARED(std::uint8_t, raw);
   std::uint8_t* smem = aligned_shared(raw);
@@ -166,7 +166,11 @@ __global__ void tma_store_kernel(const __grid_constant__ simt::TensorMap map, in
   simt::fence_proxy_async_shared_cta();  // the stores above, seen by the TMA unit (the async proxy)
   __syncthreads();
   if (t == 0) {
-    simt::cp_async_bulk_tensor_2d_shared_to_global(&map, c0, c1, smem);
+    if (rank == 2) {
+      simt::cp_async_bulk_tensor_2d_shared_to_global(&map, c0, c1, smem);
+    } else {
+      simt::cp_async_bulk_tensor_3d_shared_to_global(&map, c0, c1, c2, smem);
+    }
     simt::cp_async_bulk_commit_group();
     simt::cp_async_bulk_wait_group<0>();
   }
@@ -500,8 +504,8 @@ std::vector<std::uint16_t> tma_store(const TmaBox& p, const std::vector<std::uin
   simt::DeviceBuffer<std::uint16_t> global(p.global);
   simt::DeviceBuffer<std::uint8_t> d_image(image);
   const simt::TensorMap map = box_map(p, global.data());
-  simt::launch<tma_store_kernel>(dim3(1), dim3(128), p.bytes + 1024, map, p.coordinates[0], p.coordinates[1],
-                                 d_image.data(), p.bytes);
+  simt::launch<tma_store_kernel>(dim3(1), dim3(128), p.bytes + 1024, map, p.rank, p.coordinates[0], p.coordinates[1],
+                                 p.coordinates[2], d_image.data(), p.bytes);
   return global.to_host();
 }
 

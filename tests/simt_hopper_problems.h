@@ -254,6 +254,38 @@ inline std::vector<std::uint8_t> expected_load(const TmaBox& b) {
   return image;
 }
 
+// A TMA store: the image that a load of the box at (0, 0, 0) of a tensor of distinct values writes
+// (make_box, expected_load), stored at `at` into the same tensor filled with 0xffff; and that
+// tensor after the store, from the figures: the box's elements inside the tensor, 0xffff elsewhere.
+struct TmaStore {
+  TmaBox target;
+  std::vector<std::uint8_t> image;
+  std::vector<std::uint16_t> expected;
+};
+
+inline TmaStore tma_store_problem(unsigned rank, std::initializer_list<std::uint64_t> dims,
+                                  std::initializer_list<std::uint32_t> box, simt::Swizzle swizzle,
+                                  std::initializer_list<int> at) {
+  const TmaBox source = make_box(rank, dims, box, {1, 1, 1}, swizzle, {0, 0, 0});
+  TmaStore p{source, expected_load(source), {}};
+  std::copy(at.begin(), at.end(), p.target.coordinates);
+  std::fill(p.target.global.begin(), p.target.global.end(), std::uint16_t{0xffff});
+  p.expected = p.target.global;
+  const std::uint64_t* n = source.dims;
+  for (std::uint64_t i2 = 0; i2 < source.box[2]; ++i2) {
+    for (std::uint64_t i1 = 0; i1 < source.box[1]; ++i1) {
+      for (std::uint64_t i0 = 0; i0 < source.box[0]; ++i0) {
+        const std::uint64_t g0 = p.target.coordinates[0] + i0, g1 = p.target.coordinates[1] + i1,
+                            g2 = p.target.coordinates[2] + i2;
+        if (g0 < n[0] && g1 < n[1] && g2 < n[2]) {
+          p.expected[(g2 * n[1] + g1) * n[0] + g0] = source.global[(i2 * n[1] + i1) * n[0] + i0];
+        }
+      }
+    }
+  }
+  return p;
+}
+
 // A TMA problem and the D its plain loop gives.
 struct TmaRoundTrip : TmaProblem {
   std::vector<float> expected;  // 64 x n, row-major

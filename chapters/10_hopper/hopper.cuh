@@ -22,6 +22,9 @@
 //     operand (its accumulator layout is the A fragment's, as with mma.sync in chapter 06).
 //   - One warpgroup owns 64 query rows (wgmma's M), four warps of 16: where a warp of chapter 06
 //     held 32 rows as two mma tiles, here each warp holds 16 rows of the warpgroup's one tile.
+//   - O_i leaves by TMA too (FA3's epilogue): each consumer writes its 64 rows of O_i into shared
+//     memory, where its rows of Q_i were, swizzled as TMA laid Q_i out; then one of its threads
+//     stores each box with one TMA store, which writes nothing past seq_len_q.
 //
 // The algorithm, for the block that owns query rows i0 .. i0+127 of head bh, with the line numbers of
 // chapter 06 (Dao 2023, FlashAttention-2, Algorithm 1) and of FA3's Algorithm 1:
@@ -40,8 +43,10 @@
 //         m = m_new
 //   12. O_i = acc / l (0 for a row that saw no key)
 //   13. L_i = m + log(l) (-inf for such a row)
-//   14. write O_i (element type; plain stores, two elements a store)
-//   15. write L_i (float32)
+//   14. write O_i: the element type, two elements a shared store, into this warpgroup's rows of
+//       Q_i (dead by then); fence.proxy.async; the warpgroup's named barrier; one thread stores
+//       each box [64][64] by TMA (3D, so a box stops at its head's last row) and waits for its reads
+//   15. write L_i (float32, plain stores)
 //
 // The exponentials are base 2, as in chapter 06, but the scale is applied to S before the max
 // (s = S c with c = scale log2(e), then exp2(s - m)): one FMUL more a score than chapter 06's FFMA,
@@ -59,7 +64,9 @@
 // of a row of the head dim its own TMA box [rows][64] of 128-byte rows:
 //   Q_i  [HEAD_DIM / 64][128][64]                         16 KiB a half (consumer wg: rows 64 wg ..)
 //   K    [kStages][HEAD_DIM / 64][Bc][64], V the same     8 KiB a half a stage
-// For HEAD_DIM = 128 that is 32 + 2 x 2 x 16 = 96 KiB (Hopper gives a block up to 227 KiB).
+//   O_i  consumer wg's 64 rows of each half of Q_i, once its last S = Q K^T is done (line 14)
+// For HEAD_DIM = 128 that is 32 + 2 x 2 x 16 = 96 KiB (Hopper gives a block up to 227 KiB); O_i
+// costs nothing more.
 //
 // This file is compiled into three builds (add_kernels, cmake/Chapters.cmake): by the host compiler
 // through common/simt (ch10::cpu), again with every memory access seen by simt's profile and race
@@ -109,6 +116,9 @@ inline constexpr int kConsumerRegisters = 240;
 // The named barriers of the ping-pong (0 is __syncthreads()'s): consumer warpgroup w waits on
 // kTurn + w before its S = Q K^T, and hands the turn to the other one after issuing it.
 inline constexpr int kTurn = 1;
+// Consumer warpgroup w's 128 threads meet at kOReady + w (3 or 4) once their O_i is in shared
+// memory, before one of them stores it by TMA.
+inline constexpr int kOReady = kTurn + kConsumers;
 
 // Bytes of dynamic shared memory a block asks for: Q_i, the ring, and 1024 for the alignment.
 constexpr std::size_t shared_bytes(int head_dim, int Br, int Bc) {
@@ -153,14 +163,14 @@ __device__ __forceinline__ std::uint8_t* aligned_shared(std::uint8_t* base) {
 
 // Grid: (ceil(seq_len_q / Br), batch * heads); block: kThreads (the producer warpgroup, then the
 // consumer); dynamic shared memory: shared_bytes(HEAD_DIM, Br, Bc).
-// map_q, map_k, map_v: 3D tensor maps of [batch * heads][seq_len][HEAD_DIM] Element, boxes of
-// [Br or Bc][64], 128-byte swizzle (run_typed). O: [batch * heads, seq_len_q, HEAD_DIM], Element;
+// map_q, map_k, map_v, map_o: 3D tensor maps of [batch * heads][seq_len][HEAD_DIM] Element, boxes
+// of [Br, Bc or 64][64], 128-byte swizzle (launch_instance); map_o is O's, which the kernel writes.
 // L: [batch * heads, seq_len_q], float32. scale_log2 = scale * log2(e), any finite value.
 template <class Element, int HEAD_DIM, int Br, int Bc>
 __global__ void __launch_bounds__(kThreads, 1)
     hopper_kernel(const __grid_constant__ simt::TensorMap map_q, const __grid_constant__ simt::TensorMap map_k,
-                  const __grid_constant__ simt::TensorMap map_v, Element* __restrict__ O, float* __restrict__ L,
-                  int seq_len_q, int seq_len_k, float scale_log2, bool causal) {
+                  const __grid_constant__ simt::TensorMap map_v, const __grid_constant__ simt::TensorMap map_o,
+                  float* __restrict__ L, int seq_len_q, int seq_len_k, float scale_log2, bool causal) {
   static_assert(Br == 64 * kConsumers, "64 rows (wgmma's M) per consumer warpgroup");
   static_assert(HEAD_DIM % kBoxColumns == 0 && Bc % 16 == 0 && Bc <= 256, "whole boxes; wgmma's N is at most 256");
   constexpr int kHalves = HEAD_DIM / kBoxColumns;  // 128-byte boxes across a row of the head dim
@@ -413,21 +423,43 @@ __global__ void __launch_bounds__(kThreads, 1)
     L_row[h] = (l[h] == 0.0f) ? -INFINITY : m[h] * 0.693147180559945309f + logf(l[h]);  // ln 2
   }
 
-  // Line 14: O_i rounded to the element type, a pair (columns 8 (i / 4) + 2t, +1) a store; rows
-  // past seq_len_q are not written.
+  // Line 14: O_i through shared memory, where this warpgroup's rows of Q_i were. Q_i is dead: the
+  // last wgmma that read it (S of the last tile) is in a group that this thread's last
+  // wgmma_wait_group<0> above covers (with no tile, only the TMA copy wrote Q_i, and q_full was
+  // waited for). The other warpgroup's rows are its own. Each pair (columns 8 (i / 4) + 2t, +1,
+  // rounded to the element type) goes to its row and column of a box [64][64], swizzled as TMA
+  // laid Q_i out: the 8 rows g of a warp's store fall in 8 different 16-byte chunks (chunk XOR
+  // row % 8), so a warp's 32 stores hit 32 banks; unswizzled, rows 128 bytes apart would share 4
+  // banks, 8 stores to a bank. Rows past seq_len_q are written here too: the TMA store drops them.
   CH10_UNROLL
   for (int i = 0; i < HEAD_DIM / 2; i += 2) {
     const int h = (i / 2) % 2;
-    const int row = i0 + row0 + 8 * h;
-    if (row < seq_len_q) {
-      const std::uint32_t pair = Ops::pack(acc[i] * inv_l[h], acc[i + 1] * inv_l[h]);
-      Element* at = O + (static_cast<std::size_t>(bh) * seq_len_q + row) * HEAD_DIM + 8 * (i / 4) + 2 * t;
+    const int column = 8 * (i / 4) + 2 * t;
+    const unsigned in_box = (row0 - 64 * wg + 8 * h) * kSwizzleBytes + (column % kBoxColumns) * 2u;
+    std::uint8_t* const at = Qw + (column / kBoxColumns) * kQHalf + simt::swizzled_address(in_box, simt::Swizzle::b128);
+    const std::uint32_t pair = Ops::pack(acc[i] * inv_l[h], acc[i + 1] * inv_l[h]);
 #if defined(__CUDACC__)
-      *reinterpret_cast<std::uint32_t*>(at) = pair;
+    *reinterpret_cast<std::uint32_t*>(at) = pair;
 #else
-      std::memcpy(static_cast<void*>(at), &pair, sizeof pair);
+    std::memcpy(at, &pair, sizeof pair);
 #endif
+  }
+  // The TMA store reads shared memory through the async proxy: each thread's fence makes its own
+  // stores above visible to that proxy (PTX ISA, "Proxies", fence.proxy.async), and the
+  // warpgroup's named barrier makes sure all 128 threads have stored and fenced before one thread
+  // issues the store.
+  // One store a box of 64 rows x 64 columns; the map is 3D, so the box stops at head bh's last row
+  // (rows past seq_len_q, even all 64, are not written). The wait for its reads comes before the
+  // block ends and its shared memory goes.
+  simt::fence_proxy_async_shared_cta();
+  simt::named_barrier_sync(kOReady + wg, kWarpgroup);
+  if (ct == 0) {
+    CH10_UNROLL
+    for (int h = 0; h < kHalves; ++h) {
+      simt::cp_async_bulk_tensor_3d_shared_to_global(&map_o, h * kBoxColumns, i0 + 64 * wg, bh, Qw + h * kQHalf);
     }
+    simt::cp_async_bulk_commit_group();
+    simt::cp_async_bulk_wait_group_read<0>();
   }
   // Line 15: L_i, by the first thread of each quad.
   if (t == 0) {
@@ -439,8 +471,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
-// The 3D tensor map of one of Q, K, V on the device: [batch * heads][seq_len][head_dim], boxes of
-// [rows][64] with the 128-byte swizzle (the layout the wgmma descriptors above read).
+// The 3D tensor map of one of Q, K, V, O on the device: [batch * heads][seq_len][head_dim], boxes
+// of [rows][64] with the 128-byte swizzle (the layout the wgmma descriptors above read, and the
+// consumers write O_i in).
 template <class Element>
 simt::TensorMap tensor_map(const Element* x, int batch_heads, int seq_len, int head_dim, int rows) {
   const auto d = static_cast<std::uint64_t>(head_dim), n = static_cast<std::uint64_t>(seq_len);
@@ -451,7 +484,7 @@ simt::TensorMap tensor_map(const Element* x, int batch_heads, int seq_len, int h
 
 // One compiled instance (Element: the type of Q, K, V and O), launched on the tensor maps of
 // memory already on this backend's device, waiting for it. Grid: (ceil(seq_len_q / Br), batch *
-// heads); block: kThreads.
+// heads); block: kThreads. O's boxes are a consumer warpgroup's 64 rows.
 template <class Element, fa::KernelShape k>
 void launch_instance(const Element* Q, const Element* K, const Element* V, Element* O, float* L,
                      const DeviceProblem& p) {
@@ -464,8 +497,9 @@ void launch_instance(const Element* Q, const Element* K, const Element* V, Eleme
   simt::launch<kernel>(simt::LaunchMode::synchronous, grid, dim3(kThreads), bytes,
                        tensor_map(Q, p.batch_heads, p.seq_len_q, k.head_dim, Br),
                        tensor_map(K, p.batch_heads, p.seq_len_k, k.head_dim, Bc),
-                       tensor_map(V, p.batch_heads, p.seq_len_k, k.head_dim, Bc), O, L, p.seq_len_q, p.seq_len_k,
-                       scale_log2, p.causal);
+                       tensor_map(V, p.batch_heads, p.seq_len_k, k.head_dim, Bc),
+                       tensor_map(O, p.batch_heads, p.seq_len_q, k.head_dim, Br / kConsumers), L, p.seq_len_q,
+                       p.seq_len_k, scale_log2, p.causal);
 }
 
 // Every compiled instance's launch for one element type, in kCompiled's order.

@@ -85,7 +85,8 @@ and a consumer warpgroup; bf16 or fp16 inputs, float32 accumulation), checked ag
 by TMA into a ring of two stages, each guarded by a "full" and an "empty" mbarrier; two consumer
 warpgroups, taking turns (ping-pong), compute S = Q K^T by wgmma straight from the swizzled shared
 memory, the online softmax in registers, and O += P V by wgmma with P as its register operand, in
-{0} numbers summed in float32. O is compared with chapter 06's mma.sync kernel on the same inputs.)",
+{0} numbers summed in float32; O leaves through shared memory by TMA. O is compared with chapter
+06's mma.sync kernel on the same inputs.)",
             type)});
 
     const fa::Tensor4<float>&Q = in.Q, &K = in.K, &V = in.V;

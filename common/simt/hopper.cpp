@@ -569,6 +569,35 @@ void land_copies_for(std::uint64_t* bar) {
   s.copies.resize(kept);
 }
 
+// What a TMA copy (either way) asks of its tensor map and of its box in shared memory at `box`
+// (`operand`: "shared destination" or "shared source"): a map of simt::make_tensor_map with the
+// copy's rank, and a box inside dynamic shared memory, 128-byte aligned, or aligned to its
+// swizzle's repeat. Returns the box's shared address.
+std::uint32_t check_tma(const char* name, const TensorMap* map, int rank, const void* box, const char* operand,
+                        const std::source_location& site) {
+  check_in_kernel(name);
+  if (map == nullptr || map->global == nullptr) {
+    throw std::invalid_argument(std::string(name) + " (" + where(site) +
+                                "): the tensor map was not made by simt::make_tensor_map");
+  }
+  if (static_cast<int>(map->shape.rank) != rank) {
+    throw std::invalid_argument(std::string(name) + " (" + where(site) + "): the tensor map has rank " +
+                                std::to_string(map->shape.rank) + ", the copy " + std::to_string(rank));
+  }
+  const std::uint32_t offset = shared_offset(box, box_bytes(map->shape), name, operand, site);
+  const std::uint32_t alignment = map->swizzle == Swizzle::none ? 128u : 8u * swizzle_span(map->swizzle);
+  if (offset % alignment != 0) {
+    throw std::invalid_argument(
+        std::string(name) + " (" + where(site) + "): " + who(this_thread()) + " gives " + operand + " " +
+        hex32(offset) + ", which is not " + std::to_string(alignment) + "-byte aligned (" +
+        (map->swizzle == Swizzle::none
+             ? std::string("a TMA box in shared memory")
+             : "a box swizzled in spans of " + std::to_string(swizzle_span(map->swizzle)) + " bytes") +
+        " must be)");
+  }
+  return offset;
+}
+
 // ---- Waits ----------------------------------------------------------------------------------------
 
 struct ParityWait {
@@ -798,35 +827,14 @@ void cp_async_bulk_tensor_to_shared(void* dst, const TensorMap* map, int rank, c
   const Bookkeeping scope;
   const char* name =
       rank == 2 ? "cp_async_bulk_tensor_2d_global_to_shared" : "cp_async_bulk_tensor_3d_global_to_shared";
-  check_in_kernel(name);
-  if (map == nullptr || map->global == nullptr) {
-    throw std::invalid_argument(std::string(name) + " (" + where(site) +
-                                "): the tensor map was not made by simt::make_tensor_map");
-  }
-  const TensorMapShape& s = map->shape;
-  if (static_cast<int>(s.rank) != rank) {
-    throw std::invalid_argument(std::string(name) + " (" + where(site) + "): the tensor map has rank " +
-                                std::to_string(s.rank) + ", the copy " + std::to_string(rank));
-  }
-  const std::uint32_t bytes = box_bytes(s);
-  const std::uint32_t offset = shared_offset(dst, bytes, name, "shared destination", site);
-  const std::uint32_t alignment = map->swizzle == Swizzle::none ? 128u : 8u * swizzle_span(map->swizzle);
-  if (offset % alignment != 0) {
-    throw std::invalid_argument(
-        std::string(name) + " (" + where(site) + "): " + who(this_thread()) + " gives shared destination " +
-        hex32(offset) + ", which is not " + std::to_string(alignment) + "-byte aligned (" +
-        (map->swizzle == Swizzle::none
-             ? std::string("a TMA destination")
-             : "a destination swizzled in spans of " + std::to_string(swizzle_span(map->swizzle)) + " bytes") +
-        " must be)");
-  }
+  const std::uint32_t offset = check_tma(name, map, rank, dst, "shared destination", site);
   (void)read_bar(bar, name, site);
   PendingCopy c;
   c.dst = offset;
   c.map = *map;
   for (int i = 0; i < rank; ++i) c.coordinates[static_cast<std::size_t>(i)] = coordinates[i];
   c.bar = bar;
-  c.bytes = bytes;
+  c.bytes = box_bytes(map->shape);
   c.thread = this_thread();
   c.site = site;
   if (observer::async_watched()) {
@@ -839,23 +847,9 @@ void cp_async_bulk_tensor_to_shared(void* dst, const TensorMap* map, int rank, c
 void cp_async_bulk_tensor_to_global(const TensorMap* map, int rank, const int* coordinates, const void* src,
                                     const std::source_location& site) {
   const Bookkeeping scope;
-  const char* name = "cp_async_bulk_tensor_2d_shared_to_global";
-  check_in_kernel(name);
-  if (map == nullptr || map->global == nullptr) {
-    throw std::invalid_argument(std::string(name) + " (" + where(site) +
-                                "): the tensor map was not made by simt::make_tensor_map");
-  }
-  if (static_cast<int>(map->shape.rank) != rank) {
-    throw std::invalid_argument(std::string(name) + " (" + where(site) + "): the tensor map has rank " +
-                                std::to_string(map->shape.rank) + ", the copy " + std::to_string(rank));
-  }
-  const std::uint32_t offset = shared_offset(src, box_bytes(map->shape), name, "shared source", site);
-  const std::uint32_t alignment = map->swizzle == Swizzle::none ? 128u : 8u * swizzle_span(map->swizzle);
-  if (offset % alignment != 0) {
-    throw std::invalid_argument(std::string(name) + " (" + where(site) + "): " + who(this_thread()) +
-                                " gives shared source " + hex32(offset) + ", which is not " +
-                                std::to_string(alignment) + "-byte aligned");
-  }
+  const char* name =
+      rank == 2 ? "cp_async_bulk_tensor_2d_shared_to_global" : "cp_async_bulk_tensor_3d_shared_to_global";
+  const std::uint32_t offset = check_tma(name, map, rank, src, "shared source", site);
   ThreadState& ts = state().threads[this_thread()];
   PendingStore st;
   st.src = offset;

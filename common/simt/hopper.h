@@ -119,10 +119,11 @@
 //       box's bytes are completed on the mbarrier bar (which expect_tx must have announced).
 //       dst: 128-byte aligned, and aligned to 8 S for a swizzle of span S. sm_90.
 //   cp_async_bulk_tensor_2d_shared_to_global(map, c0, c1, src)
-//       cp.async.bulk.tensor.2d.global.shared::cta.bulk_group: the way back. One thread stores the
-//       box at (c0, c1) from shared memory at src (laid out and swizzled as for the load); elements
-//       outside the tensor are not written. What ordinary stores put at src needs
-//       fence_proxy_async_shared_cta() before it. sm_90.
+//   cp_async_bulk_tensor_3d_shared_to_global(map, c0, c1, c2, src)
+//       cp.async.bulk.tensor.{2d,3d}.global.shared::cta.bulk_group: the way back. One thread
+//       stores the box at (c0, c1[, c2]) from shared memory at src (laid out and swizzled as for
+//       the load); elements outside the tensor are not written. What ordinary stores put at src
+//       needs fence_proxy_async_shared_cta() before it. sm_90.
 //   cp_async_bulk_commit_group()        cp.async.bulk.commit_group: closes this thread's group of
 //                                       stores.
 //   cp_async_bulk_wait_group<N>()       cp.async.bulk.wait_group N: at most the N newest groups

@@ -187,6 +187,11 @@ inline void cp_async_bulk_tensor_2d_shared_to_global(const TensorMap* map, int c
   const int c[2] = {c0, c1};
   detail::cp_async_bulk_tensor_to_global(map, 2, c, src, site);
 }
+inline void cp_async_bulk_tensor_3d_shared_to_global(const TensorMap* map, int c0, int c1, int c2, const void* src,
+                                                     std::source_location site = std::source_location::current()) {
+  const int c[3] = {c0, c1, c2};
+  detail::cp_async_bulk_tensor_to_global(map, 3, c, src, site);
+}
 // The waits for this thread's bulk groups (.read: for the reads of the source only; on the CPU the
 // stores land whole at either wait), and the commit that closes a group.
 template <int N>

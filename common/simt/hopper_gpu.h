@@ -199,6 +199,13 @@ __device__ __forceinline__ void cp_async_bulk_tensor_2d_shared_to_global(const T
                    "r"(c0), "r"(c1), "r"(shared_address(src))
                    : "memory"));
 }
+__device__ __forceinline__ void cp_async_bulk_tensor_3d_shared_to_global(const TensorMap* map, int c0, int c1, int c2,
+                                                                         const void* src) {
+  SIMT_SM90_ONLY(
+      asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%1, %2, %3}], [%4];\n" ::"l"(&map->raw),
+                   "r"(c0), "r"(c1), "r"(c2), "r"(shared_address(src))
+                   : "memory"));
+}
 __device__ __forceinline__ void cp_async_bulk_commit_group() {
   SIMT_SM90_ONLY(asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"));
 }
