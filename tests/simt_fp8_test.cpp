@@ -25,36 +25,27 @@
 namespace {
 
 // One format as its definition gives it, and simt's functions for it.
-struct Fp8 {
+struct Definition {
   const char* name;
   int exponent_bits;
   int mantissa_bits;
   int bias;
   bool has_infinity;  // e5m2: E all ones is +-inf (M = 0) or NaN; e4m3: only S.1111.111 is special (NaN)
+};
+struct Functions {
   std::uint8_t (*encode)(float);
   float (*decode)(std::uint8_t);
   std::uint16_t (*cvt_x2)(float lo, float hi);
   std::uint32_t (*cvt_f16x2)(std::uint16_t pair);
 };
+struct Fp8 : Definition, Functions {};
 
-const Fp8 e4m3{.name = "e4m3",
-               .exponent_bits = 4,
-               .mantissa_bits = 3,
-               .bias = 7,
-               .has_infinity = false,
-               .encode = simt::float_to_e4m3_bits,
-               .decode = simt::e4m3_bits_to_float,
-               .cvt_x2 = simt::cvt_rn_satfinite_e4m3x2_f32,
-               .cvt_f16x2 = simt::cvt_f16x2_e4m3x2};
-const Fp8 e5m2{.name = "e5m2",
-               .exponent_bits = 5,
-               .mantissa_bits = 2,
-               .bias = 15,
-               .has_infinity = true,
-               .encode = simt::float_to_e5m2_bits,
-               .decode = simt::e5m2_bits_to_float,
-               .cvt_x2 = simt::cvt_rn_satfinite_e5m2x2_f32,
-               .cvt_f16x2 = simt::cvt_f16x2_e5m2x2};
+const Fp8 e4m3{
+    {"e4m3", 4, 3, 7, false},
+    {simt::float_to_e4m3_bits, simt::e4m3_bits_to_float, simt::cvt_rn_satfinite_e4m3x2_f32, simt::cvt_f16x2_e4m3x2}};
+const Fp8 e5m2{
+    {"e5m2", 5, 2, 15, true},
+    {simt::float_to_e5m2_bits, simt::e5m2_bits_to_float, simt::cvt_rn_satfinite_e5m2x2_f32, simt::cvt_f16x2_e5m2x2}};
 const Fp8* const formats[] = {&e4m3, &e5m2};
 
 constexpr double nan = std::numeric_limits<double>::quiet_NaN();

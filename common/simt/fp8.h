@@ -107,7 +107,9 @@ constexpr std::uint8_t encode(float value, const Format& format) {
   const auto sign = static_cast<std::uint8_t>((u >> 24) & 0x80u);
   const std::uint32_t magnitude = u & 0x7fffffffu;
   if (magnitude > 0x7f800000u) return canonical_nan;
-  if (magnitude >= std::bit_cast<std::uint32_t>(format.largest)) return sign | format.largest_code;
+  if (magnitude >= std::bit_cast<std::uint32_t>(format.largest)) {
+    return static_cast<std::uint8_t>(sign | format.largest_code);
+  }
   const std::uint32_t exponent = magnitude >> 23;
   if (exponent < 128 - format.bias) {
     if (exponent == 0) return sign;  // zero or a float subnormal (< 2^-126): rounds to zero
@@ -190,64 +192,84 @@ using e4m3 = __nv_fp8_e4m3;
 using e5m2 = __nv_fp8_e5m2;
 static_assert(sizeof(e4m3) == 1 && sizeof(e5m2) == 1, "1-byte types");
 
-// The instruction strings must be literals, hence macros rather than a function of the format.
-// The PTX's first source, a, goes to the upper byte: a = hi, b = lo.
-#define SIMT_CVT_F8X2_F32(TYPE, LO, HI, PAIR) \
-  SIMT_SM89_ONLY(asm("cvt.rn.satfinite." TYPE ".f32 %0, %1, %2;" : "=h"(PAIR) : "f"(HI), "f"(LO)))
-#define SIMT_CVT_F16X2_F8X2(TYPE, PAIR, HALVES) \
-  SIMT_SM89_ONLY(asm("cvt.rn.f16x2." TYPE " %0, %1;" : "=r"(HALVES) : "h"(PAIR)))
+namespace fp8_detail {
 
-// cvt.rn.satfinite.e4m3x2.f32: `lo` to bits 0-7, `hi` to bits 8-15, rounded to nearest even and
-// saturated to +-448; a NaN gives a NaN. Throws nothing. PTX ISA, "cvt".
+enum class Kind { e4m3, e5m2 };
+
+template <Kind kind>
+constexpr const fp8_emulation::Format& format() {
+  return kind == Kind::e4m3 ? fp8_emulation::e4m3 : fp8_emulation::e5m2;
+}
+
+// cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32 d, a, b: the PTX's first source, a, goes to the upper byte,
+// so a = hi and b = lo. An asm string must be a literal: one per format.
+template <Kind kind>
+__host__ __device__ inline std::uint16_t cvt_x2_f32(float lo, float hi) {
+#if defined(__CUDA_ARCH__)
+  std::uint16_t pair = 0;
+  if constexpr (kind == Kind::e4m3) {
+    SIMT_SM89_ONLY(asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(pair) : "f"(hi), "f"(lo)));
+  } else {
+    SIMT_SM89_ONLY(asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(pair) : "f"(hi), "f"(lo)));
+  }
+  return pair;
+#else
+  return fp8_emulation::pack_x2(lo, hi, format<kind>());
+#endif
+}
+
+// cvt.rn.f16x2.{e4m3x2,e5m2x2} d, a: the lower byte of a to the lower half of d.
+template <Kind kind>
+__host__ __device__ inline std::uint32_t cvt_f16x2(std::uint16_t pair) {
+#if defined(__CUDA_ARCH__)
+  std::uint32_t halves = 0;
+  if constexpr (kind == Kind::e4m3) {
+    SIMT_SM89_ONLY(asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(halves) : "h"(pair)));
+  } else {
+    SIMT_SM89_ONLY(asm("cvt.rn.f16x2.e5m2x2 %0, %1;" : "=r"(halves) : "h"(pair)));
+  }
+  return halves;
+#else
+  return fp8_emulation::unpack_f16x2(pair, format<kind>());
+#endif
+}
+
+// One code to float: on the device, to binary16 by the x2 instruction, then cvt.f32.f16 (exact).
+template <Kind kind>
+__host__ __device__ inline float to_float(std::uint8_t code) {
+#if defined(__CUDA_ARCH__)
+  const auto half = static_cast<std::uint16_t>(cvt_f16x2<kind>(code) & 0xffffu);
+  float value;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(value) : "h"(half));
+  return value;
+#else
+  return fp8_emulation::decode(code, format<kind>());
+#endif
+}
+
+}  // namespace fp8_detail
+
+// cvt.rn.satfinite.e4m3x2.f32 d, hi, lo: `lo`'s code in bits 0-7, `hi`'s in bits 8-15, rounded to
+// nearest even and saturated to +-448 (+-inf too); a NaN gives a NaN. Throws nothing. PTX ISA, "cvt".
 __host__ __device__ inline std::uint16_t cvt_rn_satfinite_e4m3x2_f32(float lo, float hi) {
-#if defined(__CUDA_ARCH__)
-  std::uint16_t pair = 0;
-  SIMT_CVT_F8X2_F32("e4m3x2", lo, hi, pair);
-  return pair;
-#else
-  return fp8_emulation::pack_x2(lo, hi, fp8_emulation::e4m3);
-#endif
+  return fp8_detail::cvt_x2_f32<fp8_detail::Kind::e4m3>(lo, hi);
 }
-
-// cvt.rn.satfinite.e5m2x2.f32: as above, saturated to +-57344 (no infinity comes out). PTX ISA, "cvt".
+// cvt.rn.satfinite.e5m2x2.f32 d, hi, lo: as above, saturated to +-57344 (no infinity comes out).
 __host__ __device__ inline std::uint16_t cvt_rn_satfinite_e5m2x2_f32(float lo, float hi) {
-#if defined(__CUDA_ARCH__)
-  std::uint16_t pair = 0;
-  SIMT_CVT_F8X2_F32("e5m2x2", lo, hi, pair);
-  return pair;
-#else
-  return fp8_emulation::pack_x2(lo, hi, fp8_emulation::e5m2);
-#endif
+  return fp8_detail::cvt_x2_f32<fp8_detail::Kind::e5m2>(lo, hi);
 }
 
-// cvt.rn.f16x2.e4m3x2: the code in bits 0-7 to binary16 in bits 0-15, the code in bits 8-15 to
-// bits 16-31; exact. Throws nothing. PTX ISA, "cvt".
+// cvt.rn.f16x2.{e4m3x2,e5m2x2} d, pair: the code in bits 0-7 to binary16 in bits 0-15, the code in
+// bits 8-15 to bits 16-31; exact. Throws nothing. PTX ISA, "cvt".
 __host__ __device__ inline std::uint32_t cvt_f16x2_e4m3x2(std::uint16_t pair) {
-#if defined(__CUDA_ARCH__)
-  std::uint32_t halves = 0;
-  SIMT_CVT_F16X2_F8X2("e4m3x2", pair, halves);
-  return halves;
-#else
-  return fp8_emulation::unpack_f16x2(pair, fp8_emulation::e4m3);
-#endif
+  return fp8_detail::cvt_f16x2<fp8_detail::Kind::e4m3>(pair);
 }
-
-// cvt.rn.f16x2.e5m2x2: as above for e5m2 codes. PTX ISA, "cvt".
 __host__ __device__ inline std::uint32_t cvt_f16x2_e5m2x2(std::uint16_t pair) {
-#if defined(__CUDA_ARCH__)
-  std::uint32_t halves = 0;
-  SIMT_CVT_F16X2_F8X2("e5m2x2", pair, halves);
-  return halves;
-#else
-  return fp8_emulation::unpack_f16x2(pair, fp8_emulation::e5m2);
-#endif
+  return fp8_detail::cvt_f16x2<fp8_detail::Kind::e5m2>(pair);
 }
 
-#undef SIMT_CVT_F8X2_F32
-#undef SIMT_CVT_F16X2_F8X2
-
-// float -> e4m3 or e5m2 code (bits 0-7 of the result): the lower byte of the x2 instruction, whose
-// upper source is 0. Round to nearest even, .satfinite, NaN -> a NaN. Throws nothing. PTX ISA, "cvt".
+// float -> e4m3 or e5m2 code: the lower byte of the x2 instruction, whose upper source is 0. Round
+// to nearest even, .satfinite, NaN -> a NaN. Throws nothing. PTX ISA, "cvt".
 __host__ __device__ inline std::uint8_t float_to_e4m3_bits(float value) {
   return static_cast<std::uint8_t>(cvt_rn_satfinite_e4m3x2_f32(value, 0.0f) & 0xffu);
 }
@@ -255,27 +277,12 @@ __host__ __device__ inline std::uint8_t float_to_e5m2_bits(float value) {
   return static_cast<std::uint8_t>(cvt_rn_satfinite_e5m2x2_f32(value, 0.0f) & 0xffu);
 }
 
-// e4m3 or e5m2 code -> float, exact (a NaN code gives a NaN): on the device, to binary16 by the x2
-// instruction, then cvt.f32.f16. Throws nothing. PTX ISA, "cvt".
+// e4m3 or e5m2 code -> float, exact (a NaN code gives a NaN). Throws nothing. PTX ISA, "cvt".
 __host__ __device__ inline float e4m3_bits_to_float(std::uint8_t code) {
-#if defined(__CUDA_ARCH__)
-  const auto half = static_cast<std::uint16_t>(cvt_f16x2_e4m3x2(code) & 0xffffu);
-  float value;
-  asm("cvt.f32.f16 %0, %1;" : "=f"(value) : "h"(half));
-  return value;
-#else
-  return fp8_emulation::decode(code, fp8_emulation::e4m3);
-#endif
+  return fp8_detail::to_float<fp8_detail::Kind::e4m3>(code);
 }
 __host__ __device__ inline float e5m2_bits_to_float(std::uint8_t code) {
-#if defined(__CUDA_ARCH__)
-  const auto half = static_cast<std::uint16_t>(cvt_f16x2_e5m2x2(code) & 0xffffu);
-  float value;
-  asm("cvt.f32.f16 %0, %1;" : "=f"(value) : "h"(half));
-  return value;
-#else
-  return fp8_emulation::decode(code, fp8_emulation::e5m2);
-#endif
+  return fp8_detail::to_float<fp8_detail::Kind::e5m2>(code);
 }
 
 }  // namespace gpu
@@ -316,28 +323,21 @@ constexpr std::uint32_t cvt_f16x2_e5m2x2(std::uint16_t pair) {
   return fp8_emulation::unpack_f16x2(pair, fp8_emulation::e5m2);
 }
 
-// e4m3 on the CPU, with the conversions of CUDA's __nv_fp8_e4m3: explicit from float (round to
-// nearest even, .satfinite), explicit to float (exact).
-class e4m3 {
+// e4m3 and e5m2 on the CPU, with the conversions of CUDA's __nv_fp8_e4m3 and __nv_fp8_e5m2:
+// explicit from float (round to nearest even, .satfinite), explicit to float (exact).
+template <const fp8_emulation::Format& format>
+class Float8 {
  public:
-  e4m3() = default;
-  constexpr explicit e4m3(float value) : bits_(float_to_e4m3_bits(value)) {}
-  constexpr explicit operator float() const { return e4m3_bits_to_float(bits_); }
+  Float8() = default;
+  constexpr explicit Float8(float value) : bits_(fp8_emulation::encode(value, format)) {}
+  constexpr explicit operator float() const { return fp8_emulation::decode(bits_, format); }
 
  private:
   std::uint8_t bits_;
 };
 
-// e5m2 on the CPU, with the conversions of CUDA's __nv_fp8_e5m2.
-class e5m2 {
- public:
-  e5m2() = default;
-  constexpr explicit e5m2(float value) : bits_(float_to_e5m2_bits(value)) {}
-  constexpr explicit operator float() const { return e5m2_bits_to_float(bits_); }
-
- private:
-  std::uint8_t bits_;
-};
+using e4m3 = Float8<fp8_emulation::e4m3>;
+using e5m2 = Float8<fp8_emulation::e5m2>;
 
 static_assert(sizeof(e4m3) == 1 && sizeof(e5m2) == 1, "1-byte types, as on the GPU");
 static_assert(std::is_trivially_copyable_v<e4m3> && std::is_trivially_copyable_v<e5m2>,
