@@ -15,6 +15,10 @@
 //   simt_mbarrier_ring --mistake short-expect-tx     the producer announces 16 bytes fewer than the
 //       copy brings: the phase never completes. On a GPU the kernel hangs; simt stops and says why.
 //   simt_mbarrier_ring --mistake long-expect-tx      16 bytes more: the same
+//   simt_mbarrier_ring --mistake early-release --racecheck    a consumer releases the stage (arrives
+//       on "empty") before it has read it: the producer may refill it under the reads. The sums are
+//       right on the CPU, where a copy lands only when someone waits for it; simt's race checker
+//       names the read and the TMA copy that may overwrite it
 //
 // docs/simt.md ("Hopper on the CPU") walks through the reports.
 #include <cmath>
@@ -27,6 +31,7 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include "common/simt/racecheck.h"
 #include "common/simt/simt.h"
 #include "examples/example_flags.h"
 
@@ -35,7 +40,8 @@ namespace demo::SIMT_BACKEND {
 constexpr int kRows = 64, kCols = 64, kTiles = 6, kStages = 2;
 constexpr unsigned kTileBytes = kRows * kCols * sizeof(float);
 
-// mistake: 0 none, 1 the producer's wrong parity, 2 expect 16 bytes fewer, 3 expect 16 bytes more.
+// mistake: 0 none, 1 the producer's wrong parity, 2 expect 16 bytes fewer, 3 expect 16 bytes more,
+// 4 the consumers release a stage before they read it.
 // out[t]: consumer thread t's sum.
 __global__ void __launch_bounds__(256, 1)
     ring_sum(const __grid_constant__ simt::TensorMap tiles, int mistake, float* __restrict__ out) {
@@ -68,8 +74,9 @@ __global__ void __launch_bounds__(256, 1)
   for (int j = 0; j < kTiles; ++j) {
     const int s = j % kStages;
     simt::mbarrier_wait_parity(&full[s], (j / kStages) & 1);
+    if (mistake == 4) simt::mbarrier_arrive(&empty[s]);  // too early: the reads below are not done
     for (int k = 0; k < kCols / 2; ++k) sum += stage[s * kRows * kCols + row * kCols + half * (kCols / 2) + k];
-    simt::mbarrier_arrive(&empty[s]);
+    if (mistake != 4) simt::mbarrier_arrive(&empty[s]);
   }
   out[c] = sum;
 }
@@ -84,15 +91,21 @@ int main(int argc, char** argv) {
   app.option_defaults()->always_capture_default();
   app.add_option("--schedule", flags.schedule, "in_order, reverse, random or random:<seed>")
       ->default_str("SIMT_SCHEDULE, or in_order");
-  app.add_option("--mistake", mistake, "none, wrong-parity, short-expect-tx or long-expect-tx")
-      ->check(CLI::IsMember({"none", "wrong-parity", "short-expect-tx", "long-expect-tx"}));
+  app.add_option("--mistake", mistake, "none, wrong-parity, short-expect-tx, long-expect-tx or early-release")
+      ->check(CLI::IsMember({"none", "wrong-parity", "short-expect-tx", "long-expect-tx", "early-release"}));
+  bool racecheck = false;
+  app.add_flag("--racecheck", racecheck,
+               "check the kernel with simt's race checker: its report comes at the end, exit status 1 if it finds a "
+               "hazard");
   CLI11_PARSE(app, argc, argv);
   const int which = mistake == "wrong-parity"      ? 1
                     : mistake == "short-expect-tx" ? 2
                     : mistake == "long-expect-tx"  ? 3
+                    : mistake == "early-release"   ? 4
                                                    : 0;
 
   try {
+    if (racecheck) simt::racecheck::enable();  // throws, saying why, where this build has no profiled copy
     const std::string schedule = example::apply_schedule(flags);
     // Inputs: small integers, whose float sums are exact in any order.
     std::vector<float> in(std::size_t{kernel::kTiles} * kernel::kRows * kernel::kCols);

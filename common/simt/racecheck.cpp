@@ -1286,7 +1286,7 @@ const char* kind_name(detail::Kind k) {
     case detail::Kind::uninitialised_read:
       return "read";
     case detail::Kind::unfenced_write:
-      return "write unfenced for the async proxy";
+      return "write without fence.proxy.async";
   }
   return "?";
 }
