@@ -25,6 +25,10 @@
 //     global read is a read at the issue.
 //   global memory between blocks: nothing orders two blocks of one launch (launches are ordered):
 //     two blocks that touch the same byte, one of them writing, race, unless both use atomics.
+//   Hopper's asynchronous instructions (TMA copies and stores, wgmma's operands in shared memory):
+//     ordered by vector clocks along __syncthreads(), mbarrier phases and named barriers, and a
+//     generic store that wgmma or TMA reads needs its thread's fence.proxy.async
+//     (racecheck_async.h; docs/simt.md, "Racecheck on Hopper").
 //   uninitialised reads: a read of shared memory that no thread of the block wrote in this block,
 //     and of a DeviceBuffer byte that nothing wrote since the buffer was made (poisoned memory,
 //     DeviceBuffer(count) and DeviceBuffer::poison(), counts as unwritten).
@@ -76,7 +80,7 @@ void start();
 void stop();
 
 // One access of a hazard: what it is ("read (4 bytes)", "write (4 bytes)", "ldmatrix_x4 read",
-// "cp.async write", "cp.async read", "atomicAdd"), and its file and line (empty, 0 where the
+// "cp.async write", "cp.async read", "atomicAdd", "TMA write", "TMA store read", "wgmma read"), and its file and line (empty, 0 where the
 // debug information has none; `where` is then the code address).
 struct Access {
   std::string operation;
@@ -88,7 +92,8 @@ struct Access {
 struct Hazard {
   std::string kernel;    // as simt::launch names it, without the profiled copy's namespace
   std::string kind;      // "shared write-after-read", "global read-after-write",
-                         // "shared write-after-write", "uninitialised shared read", ...
+                         // "shared write-after-write", "uninitialised shared read",
+                         // "shared write without fence.proxy.async", ...
   bool warning = false;  // a hazard between lanes of one warp; every other finding is an error
   bool uninitialised = false;
   Access first;             // the earlier access (the one of the pair that comes first in its thread since
