@@ -80,8 +80,8 @@ void start();
 void stop();
 
 // One access of a hazard: what it is ("read (4 bytes)", "write (4 bytes)", "ldmatrix_x4 read",
-// "cp.async write", "cp.async read", "atomicAdd", "TMA write", "TMA store read", "wgmma read"), and its file and line (empty, 0 where the
-// debug information has none; `where` is then the code address).
+// "cp.async write", "cp.async read", "atomicAdd", "TMA write", "TMA store read", "wgmma read"), and its file and line
+// (empty, 0 where the debug information has none; `where` is then the code address).
 struct Access {
   std::string operation;
   std::string file;
