@@ -95,13 +95,10 @@ int main(int argc, char** argv) {
       "mistakes, found by simt's race checker."};
   example::Flags flags;
   std::string mistake = "none";
-  app.option_defaults()->always_capture_default();
-  app.add_option("--schedule", flags.schedule, "in_order, reverse, random or random:<seed>")
-      ->default_str("SIMT_SCHEDULE, or in_order");
-  app.add_option("--mistake", mistake, "none, no-fence, overwrite-early or rescale-early")
-      ->check(CLI::IsMember({"none", "no-fence", "overwrite-early", "rescale-early"}));
+  const std::vector<std::string> mistakes = {"no-fence", "overwrite-early", "rescale-early"};
+  example::add_mistake_flags(app, flags, mistake, mistakes);
   CLI11_PARSE(app, argc, argv);
-  const int which = mistake == "no-fence" ? 1 : mistake == "overwrite-early" ? 2 : mistake == "rescale-early" ? 3 : 0;
+  const int which = example::mistake_number(mistake, mistakes);
 
   try {
     simt::racecheck::enable();  // throws, saying why, where this build has no profiled copy

@@ -88,21 +88,14 @@ int main(int argc, char** argv) {
   CLI::App app{"A TMA ring with full and empty mbarriers, and the mistakes that hang a GPU."};
   example::Flags flags;
   std::string mistake = "none";
-  app.option_defaults()->always_capture_default();
-  app.add_option("--schedule", flags.schedule, "in_order, reverse, random or random:<seed>")
-      ->default_str("SIMT_SCHEDULE, or in_order");
-  app.add_option("--mistake", mistake, "none, wrong-parity, short-expect-tx, long-expect-tx or early-release")
-      ->check(CLI::IsMember({"none", "wrong-parity", "short-expect-tx", "long-expect-tx", "early-release"}));
+  const std::vector<std::string> mistakes = {"wrong-parity", "short-expect-tx", "long-expect-tx", "early-release"};
+  example::add_mistake_flags(app, flags, mistake, mistakes);
   bool racecheck = false;
   app.add_flag("--racecheck", racecheck,
                "check the kernel with simt's race checker: its report comes at the end, exit status 1 if it finds a "
                "hazard");
   CLI11_PARSE(app, argc, argv);
-  const int which = mistake == "wrong-parity"      ? 1
-                    : mistake == "short-expect-tx" ? 2
-                    : mistake == "long-expect-tx"  ? 3
-                    : mistake == "early-release"   ? 4
-                                                   : 0;
+  const int which = example::mistake_number(mistake, mistakes);
 
   try {
     if (racecheck) simt::racecheck::enable();  // throws, saying why, where this build has no profiled copy

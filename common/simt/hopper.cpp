@@ -468,7 +468,7 @@ Mbarrier read_bar(std::uint64_t* bar, const char* instruction, const std::source
 void complete_phase_if_done(Mbarrier& m, std::uint64_t* bar) {
   if (m.pending == 0 && m.tx == 0) {
     SIMT_TSAN_RELEASE(bar);
-    observer::mbarrier_phase_completed(bar, m.parity);
+    observer::async_event({observer::AsyncKind::mbarrier_completed, 0, bar, m.parity});
     m.parity ^= 1u;
     m.pending = m.expected;
   }
@@ -539,7 +539,7 @@ void land_copy(const PendingCopy& c) {
       std::memset(dynamic_shared_memory + address, 0, bytes);
     }
   });
-  observer::tma_load_landed(c.race_copy, c.bar);
+  observer::async_event({observer::AsyncKind::tma_landed, c.thread, c.bar, c.race_copy});
   complete_tx(c.bar, c.bytes);
 }
 
@@ -552,7 +552,7 @@ void land_store(const PendingStore& st) {
   for_each_box_element(st.map, st.coordinates, st.src, [&](std::uint32_t address, std::uint64_t target, bool inside) {
     if (inside) std::memcpy(global + target, dynamic_shared_memory + address, bytes);
   });
-  observer::async_read_retired(st.read, this_thread());
+  observer::async_event({observer::AsyncKind::read_retired, this_thread(), nullptr, st.read});
 }
 
 // Lands every copy in flight that completes on bar.
@@ -650,7 +650,7 @@ void check_in_kernel(const char* what) { (void)current_async_copies(what); }
 
 void fence_proxy_async_shared_cta() {
   check_in_kernel("fence_proxy_async_shared_cta");
-  observer::proxy_fence(this_thread());
+  observer::async_event({observer::AsyncKind::proxy_fence, this_thread()});
 }
 
 std::uint32_t shared_address(const void* pointer, const std::source_location& site) {
@@ -695,8 +695,9 @@ void wgmma_wait_group(int n, const std::source_location& site) {
   const Bookkeeping scope;
   check_in_kernel("wgmma_wait_group");
   ThreadState& ts = state().threads[this_thread()];
-  retire_older_groups(ts.reads, ts.committed, n,
-                      [&](const PendingRead& r) { observer::async_read_retired(r.read, this_thread()); });
+  retire_older_groups(ts.reads, ts.committed, n, [&](const PendingRead& r) {
+    observer::async_event({observer::AsyncKind::read_retired, this_thread(), nullptr, r.read});
+  });
   retire_older_groups(ts.pending, ts.committed, n, [&](PendingAccumulator& p) {
     for (int r = 0; r < p.count; ++r) {
       std::uint32_t bits;
@@ -725,7 +726,7 @@ void mbarrier_init(std::uint64_t* bar, unsigned count, const std::source_locatio
   Mbarrier m;
   m.pending = m.expected = count;
   store(bar, m);
-  observer::mbarrier_init(bar);
+  observer::async_event({observer::AsyncKind::mbarrier_init, this_thread(), bar});
 }
 
 void mbarrier_arrive(std::uint64_t* bar, unsigned tx_bytes, bool arrive, const std::source_location& site) {
@@ -741,7 +742,7 @@ void mbarrier_arrive(std::uint64_t* bar, unsigned tx_bytes, bool arrive, const s
                                 ", past the PTX ISA's limit of 2^20 - 1 bytes in one phase");
   }
   if (arrive) {
-    observer::mbarrier_arrive(this_thread(), bar);
+    observer::async_event({observer::AsyncKind::mbarrier_arrive, this_thread(), bar});
     --m.pending;
     complete_phase_if_done(m, bar);
   }
@@ -763,7 +764,7 @@ bool mbarrier_try_wait_parity(std::uint64_t* bar, unsigned parity, const std::so
   condition.context = &w;
   wait_until(condition, site);
   SIMT_TSAN_ACQUIRE(bar);
-  observer::mbarrier_waited(this_thread(), bar, parity);
+  observer::async_event({observer::AsyncKind::mbarrier_waited, this_thread(), bar, parity});
   return true;
 }
 
@@ -794,10 +795,10 @@ void named_barrier(unsigned id, unsigned count, bool wait, const std::source_loc
                                   "; every thread of one use of a barrier must give the same count");
     }
     SIMT_TSAN_RELEASE(&named_tokens[id]);
-    observer::named_barrier_arrive(this_thread(), id);
+    observer::async_event({observer::AsyncKind::named_arrive, this_thread(), nullptr, id});
     w.generation = b.generation;
     if (++b.arrived == b.expected) {
-      observer::named_barrier_completed(id, b.generation);
+      observer::async_event({observer::AsyncKind::named_completed, 0, nullptr, id, b.generation});
       b.arrived = 0;
       b.expected = 0;
       ++b.generation;
@@ -811,7 +812,7 @@ void named_barrier(unsigned id, unsigned count, bool wait, const std::source_loc
   condition.context = &w;
   wait_until(condition, site);
   SIMT_TSAN_ACQUIRE(&named_tokens[id]);
-  observer::named_barrier_passed(this_thread(), id, w.generation);
+  observer::async_event({observer::AsyncKind::named_passed, this_thread(), nullptr, id, w.generation});
 }
 
 void setmaxnreg(bool increase, int, const std::source_location& site) {

@@ -14,6 +14,7 @@
 #include "common/simt/memory_map.h"
 #include "common/simt/profile_recorder.h"
 #include "common/simt/profiled_copy.h"
+#include "common/simt/racecheck_async.h"
 #include "common/simt/racecheck_recorder.h"
 #include "common/simt/sites.h"
 
@@ -123,38 +124,15 @@ void atomic_access(const std::source_location& site, const void* address, std::u
                             racecheck::detail::Operation::atomic);
 }
 
-bool async_watched() { return racecheck_block && racecheck::detail::checking_block(); }
-void proxy_fence(unsigned thread) {
-  if (racecheck_block) racecheck::detail::proxy_fence(thread);
-}
-void mbarrier_init(const void* bar) {
-  if (racecheck_block) racecheck::detail::mbarrier_init(bar);
-}
-void mbarrier_arrive(unsigned thread, const void* bar) {
-  if (racecheck_block) racecheck::detail::mbarrier_arrive(thread, bar);
-}
-void mbarrier_phase_completed(const void* bar, unsigned parity) {
-  if (racecheck_block) racecheck::detail::mbarrier_phase_completed(bar, parity);
-}
-void mbarrier_waited(unsigned thread, const void* bar, unsigned parity) {
-  if (racecheck_block) racecheck::detail::mbarrier_waited(thread, bar, parity);
-}
-void named_barrier_arrive(unsigned thread, unsigned id) {
-  if (racecheck_block) racecheck::detail::named_arrive(thread, id);
-}
-void named_barrier_completed(unsigned id, std::uint64_t generation) {
-  if (racecheck_block) racecheck::detail::named_completed(id, generation);
-}
-void named_barrier_passed(unsigned thread, unsigned id, std::uint64_t generation) {
-  if (racecheck_block) racecheck::detail::named_passed(thread, id, generation);
+bool async_watched() { return racecheck_block && racecheck::detail::async_order() != nullptr; }
+void async_event(const AsyncEvent& e) {
+  if (!racecheck_block) return;
+  if (racecheck::detail::AsyncOrder* order = racecheck::detail::async_order()) order->on(e);
 }
 std::uint32_t tma_load_issued(const std::source_location& site, unsigned thread,
                               const std::vector<std::uint32_t>& chunks) {
   if (!racecheck_block) return 0;
   return racecheck::detail::tma_write(thread, sites::key(site), chunks);
-}
-void tma_load_landed(std::uint32_t copy, const void* bar) {
-  if (racecheck_block) racecheck::detail::tma_landed(copy, bar);
 }
 std::uint32_t wgmma_read(const std::source_location& site, unsigned thread, const std::vector<std::uint32_t>& chunks) {
   if (!racecheck_block) return 0;
@@ -164,9 +142,6 @@ std::uint32_t tma_store_issued(const std::source_location& site, unsigned thread
                                const std::vector<std::uint32_t>& chunks) {
   if (!racecheck_block) return 0;
   return racecheck::detail::async_read(racecheck::detail::Operation::tma_store_read, thread, sites::key(site), chunks);
-}
-void async_read_retired(std::uint32_t read, unsigned thread) {
-  if (racecheck_block) racecheck::detail::async_read_retired(read, thread);
 }
 
 }  // namespace observer

@@ -62,35 +62,40 @@ void async_copy_landed(unsigned thread, const void* shared_dst);
 // by the running CUDA thread, at `site`.
 void atomic_access(const std::source_location& site, const void* address, std::uint32_t bytes);
 
-// hopper.cpp, Hopper's instructions on the CPU (hopper.h), for CUDA thread `thread`; the race
-// checker orders them (racecheck_async.h). async_watched() says whether a checked block runs on
-// this host thread, so that the footprints (`chunks`: offsets in dynamic shared memory / 16) are
-// worked out only then; the functions that return a number return the one to give back later.
-//   proxy_fence:            fence.proxy.async.shared::cta
-//   mbarrier_*:             init; an arrival (with or without expect_tx); a phase of `parity` has
-//                           completed; a wait for the phase of `parity` has returned
-//   named_barrier_*:        an arrival on barrier `id`; its use `generation` has all its threads;
-//                           a bar.sync of that use has passed
-//   tma_load_issued/landed: a TMA copy into shared memory started; it landed, completing on `bar`
-//   wgmma_read:             a wgmma of the warpgroup whose first thread is `thread` reads `chunks`
-//   tma_store_issued:       a TMA store reads `chunks`
-//   async_read_retired:     `thread`'s wait_group covers the read
+// hopper.cpp, Hopper's instructions on the CPU (hopper.h); the race checker orders them
+// (racecheck_async.h). async_watched() says whether a checked block runs on this host thread, so
+// that the footprints (`chunks`: offsets in dynamic shared memory / 16) are worked out only then.
+// The three that start an access return the number to give back in its later events.
+//   tma_load_issued:  a TMA copy into shared memory, started by `thread`
+//   wgmma_read:       a wgmma of the warpgroup whose first thread is `thread` reads `chunks`
+//   tma_store_issued: a TMA store, started by `thread`, reads `chunks`
+// Every other event is one AsyncEvent (what `object` and `value` are depends on the kind).
+enum class AsyncKind : std::uint8_t {
+  proxy_fence,         // fence.proxy.async.shared::cta by `thread`
+  mbarrier_init,       // object: the mbarrier
+  mbarrier_arrive,     // an arrival of `thread` (with or without expect_tx) on object
+  mbarrier_completed,  // the phase of parity `value` of object has completed
+  mbarrier_waited,     // `thread`'s wait for the phase of parity `value` of object has returned
+  named_arrive,        // an arrival of `thread` on named barrier `value`
+  named_completed,     // use `generation` of named barrier `value` has all its threads
+  named_passed,        // `thread`'s bar.sync of that use has passed
+  tma_landed,          // copy number `value` has landed, completing on mbarrier object
+  read_retired,        // `thread`'s wait_group covers read number `value`
+};
+struct AsyncEvent {
+  AsyncKind kind;
+  unsigned thread = 0;
+  const void* object = nullptr;
+  std::uint64_t value = 0;
+  std::uint64_t generation = 0;
+};
 bool async_watched();
-void proxy_fence(unsigned thread);
-void mbarrier_init(const void* bar);
-void mbarrier_arrive(unsigned thread, const void* bar);
-void mbarrier_phase_completed(const void* bar, unsigned parity);
-void mbarrier_waited(unsigned thread, const void* bar, unsigned parity);
-void named_barrier_arrive(unsigned thread, unsigned id);
-void named_barrier_completed(unsigned id, std::uint64_t generation);
-void named_barrier_passed(unsigned thread, unsigned id, std::uint64_t generation);
+void async_event(const AsyncEvent& e);
 std::uint32_t tma_load_issued(const std::source_location& site, unsigned thread,
                               const std::vector<std::uint32_t>& chunks);
-void tma_load_landed(std::uint32_t copy, const void* bar);
 std::uint32_t wgmma_read(const std::source_location& site, unsigned thread, const std::vector<std::uint32_t>& chunks);
 std::uint32_t tma_store_issued(const std::source_location& site, unsigned thread,
                                const std::vector<std::uint32_t>& chunks);
-void async_read_retired(std::uint32_t read, unsigned thread);
 
 // buffer.h. register_device_memory: [data, data + bytes) is device memory (a DeviceBuffer of
 // elements of `element_bytes`), unwritten, until unregister_device_memory; host_wrote: the host

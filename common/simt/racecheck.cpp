@@ -1195,46 +1195,17 @@ void async_copy_landed(unsigned thread, const void* shared_dst) {
   if (checking) this_thread_checker.async_landed(thread, shared_dst);
 }
 
-bool checking_block() { return checking; }
+AsyncOrder* async_order() { return checking ? &this_thread_checker.async_order() : nullptr; }
 
-void proxy_fence(unsigned thread) {
-  if (checking) this_thread_checker.async_order().proxy_fence(thread);
-}
-void mbarrier_init(const void* bar) {
-  if (checking) this_thread_checker.async_order().mbarrier_init(bar);
-}
-void mbarrier_arrive(unsigned thread, const void* bar) {
-  if (checking) this_thread_checker.async_order().mbarrier_arrive(thread, bar);
-}
-void mbarrier_phase_completed(const void* bar, unsigned parity) {
-  if (checking) this_thread_checker.async_order().mbarrier_phase_completed(bar, parity);
-}
-void mbarrier_waited(unsigned thread, const void* bar, unsigned parity) {
-  if (checking) this_thread_checker.async_order().mbarrier_waited(thread, bar, parity);
-}
-void named_arrive(unsigned thread, unsigned id) {
-  if (checking) this_thread_checker.async_order().named_arrive(thread, id);
-}
-void named_completed(unsigned id, std::uint64_t generation) {
-  if (checking) this_thread_checker.async_order().named_completed(id, generation);
-}
-void named_passed(unsigned thread, unsigned id, std::uint64_t generation) {
-  if (checking) this_thread_checker.async_order().named_passed(thread, id, generation);
-}
 std::uint32_t tma_write(unsigned thread, std::uintptr_t site, const std::vector<std::uint32_t>& chunks) {
   if (!checking) return 0;
   this_thread_checker.tma_wrote(chunks);
   return this_thread_checker.async_order().tma_write(thread, site, chunks, this_thread_checker.records());
 }
-void tma_landed(std::uint32_t copy, const void* bar) {
-  if (checking) this_thread_checker.async_order().tma_landed(copy, bar);
-}
+
 std::uint32_t async_read(Operation op, unsigned thread, std::uintptr_t site, const std::vector<std::uint32_t>& chunks) {
   if (!checking) return 0;
   return this_thread_checker.async_order().async_read(op, thread, site, chunks, this_thread_checker.records());
-}
-void async_read_retired(std::uint32_t read, unsigned thread) {
-  if (checking) this_thread_checker.async_order().async_read_retired(read, thread);
 }
 
 }  // namespace detail
@@ -1293,27 +1264,14 @@ const char* kind_name(detail::Kind k) {
 
 std::string operation_name(const detail::SiteOp& s) {
   using detail::Operation;
-  switch (s.op) {
-    case Operation::read:
-      return fmt::format("read ({} bytes)", s.bytes);
-    case Operation::write:
-      return fmt::format("write ({} bytes)", s.bytes);
-    case Operation::ldmatrix_read:
-      return "ldmatrix read";
-    case Operation::cp_async_read:
-      return "cp.async read";
-    case Operation::cp_async_write:
-      return "cp.async write";
-    case Operation::atomic:
-      return "atomicAdd";
-    case Operation::tma_write:
-      return "TMA write";
-    case Operation::tma_store_read:
-      return "TMA store read";
-    case Operation::wgmma_read:
-      return "wgmma read";
+  if (s.op == Operation::read || s.op == Operation::write) {
+    return fmt::format("{} ({} bytes)", s.op == Operation::read ? "read" : "write", s.bytes);
   }
-  return "?";
+  // In the order of detail::Operation (racecheck_recorder.h).
+  static constexpr const char* names[] = {"read",      "write",     "ldmatrix read",  "cp.async read", "cp.async write",
+                                          "atomicAdd", "TMA write", "TMA store read", "wgmma read"};
+  const auto i = static_cast<std::size_t>(s.op);
+  return i < std::size(names) ? names[i] : "?";
 }
 
 Access describe(const detail::SiteOp& s) {

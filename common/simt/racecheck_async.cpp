@@ -52,11 +52,29 @@ AsyncOrder::Chunk& AsyncOrder::chunk(std::uint32_t index) {
   if (c.block_stamp != block_stamp_) {
     c.block_stamp = block_stamp_;
     c.tma = false;
-    c.writes.clear();
-    c.reads.clear();
-    c.async.clear();
+    c.clear_accesses();
   }
   return c;
+}
+
+AsyncOrder::Access AsyncOrder::access_of(unsigned thread, std::uintptr_t site, std::uint32_t bytes) const {
+  Access x;
+  x.thread = static_cast<std::uint16_t>(thread);
+  x.warp = static_cast<std::uint16_t>(thread / kLanes);
+  x.epoch = thread < counts_.size() ? counts_[thread] : 0;
+  x.site = site;
+  x.bytes = static_cast<std::uint8_t>(std::min<std::uint32_t>(bytes, 255));
+  return x;
+}
+
+// Every wgmma or TMA store read of chunk k that c has not seen retired races with x.
+void AsyncOrder::report_open_reads(Records& out, const Chunk& k, const Clock& c, const Access& x, Operation op,
+                                   std::uint32_t chunk) {
+  for (const std::uint32_t id : k.async) {
+    const AsyncRead& r = reads_[id];
+    if (!retired_before(r, c))
+      report(out, Kind::write_after_read, access_of(r.thread, r.site, kChunkBytes), r.op, x, op, chunk);
+  }
 }
 
 void AsyncOrder::release_into(Clock& target, unsigned thread) {
@@ -107,12 +125,7 @@ void AsyncOrder::generic(unsigned thread, std::uintptr_t site, std::uint64_t off
   const unsigned warp = thread / kLanes;
   if (warp >= warps_ || bytes == 0) return;
   const Clock& c = clocks_[warp];
-  Access x;
-  x.thread = static_cast<std::uint16_t>(thread);
-  x.warp = static_cast<std::uint16_t>(warp);
-  x.epoch = counts_[thread];
-  x.site = site;
-  x.bytes = static_cast<std::uint8_t>(std::min<std::uint32_t>(bytes, 255));
+  Access x = access_of(thread, site, bytes);
   const Operation op = write ? Operation::write : Operation::read;
   const auto first = static_cast<std::uint32_t>(offset / kChunkBytes);
   const auto last = static_cast<std::uint32_t>((offset + bytes - 1) / kChunkBytes);
@@ -131,15 +144,7 @@ void AsyncOrder::generic(unsigned thread, std::uintptr_t site, std::uint64_t off
       }
       continue;
     }
-    for (const std::uint32_t id : k.async) {
-      const AsyncRead& r = reads_[id];
-      if (retired_before(r, c)) continue;
-      Access a;
-      a.thread = r.thread;
-      a.site = r.site;
-      a.bytes = kChunkBytes;
-      report(out, Kind::write_after_read, a, r.op, x, op, i);
-    }
+    report_open_reads(out, k, c, x, op, i);
     k.async.clear();
     // The bytes of the chunk this write covers: older writes of those bytes no longer matter.
     const std::uint64_t lo = std::max<std::uint64_t>(offset, std::uint64_t{i} * kChunkBytes);
@@ -159,47 +164,61 @@ void AsyncOrder::block_sync() {
   for (unsigned t = 0; t < counts_.size(); ++t) tick(t);
 }
 
-void AsyncOrder::proxy_fence(unsigned thread) {
-  const unsigned warp = thread / kLanes;
-  if (warp >= warps_) return;
-  fences_[thread].push_back(counts_[thread]);
-  tick(thread);
+void AsyncOrder::acquire_if(unsigned thread, const Clock* from) {
+  if (from != nullptr && thread / kLanes < warps_) join(clocks_[thread / kLanes], *from);
 }
 
-void AsyncOrder::mbarrier_init(const void* bar) { barriers_[bar] = Barrier{}; }
-
-void AsyncOrder::mbarrier_arrive(unsigned thread, const void* bar) {
-  if (thread / kLanes < warps_) release_into(barriers_[bar].phase, thread);
-}
-
-void AsyncOrder::mbarrier_phase_completed(const void* bar, unsigned parity) {
-  Barrier& b = barriers_[bar];
-  b.done[parity & 1u] = std::move(b.phase);
-  b.completed[parity & 1u] = true;
-  b.phase.clear();
-}
-
-void AsyncOrder::mbarrier_waited(unsigned thread, const void* bar, unsigned parity) {
-  const auto it = barriers_.find(bar);
-  if (thread / kLanes >= warps_ || it == barriers_.end() || !it->second.completed[parity & 1u]) return;
-  acquire(thread / kLanes, it->second.done[parity & 1u]);
-}
-
-void AsyncOrder::named_arrive(unsigned thread, unsigned id) {
-  if (thread / kLanes < warps_) release_into(named_[id].use, thread);
-}
-
-void AsyncOrder::named_completed(unsigned id, std::uint64_t generation) {
-  Named& n = named_[id];
-  n.done[generation] = std::move(n.use);
-  n.use.clear();
-  while (n.done.size() > kNamedGenerations) n.done.erase(n.done.begin());
-}
-
-void AsyncOrder::named_passed(unsigned thread, unsigned id, std::uint64_t generation) {
-  Named& n = named_[id];
-  const auto it = n.done.find(generation);
-  if (thread / kLanes < warps_ && it != n.done.end()) acquire(thread / kLanes, it->second);
+void AsyncOrder::on(const observer::AsyncEvent& e) {
+  using observer::AsyncKind;
+  const unsigned t = e.thread;
+  if (t / kLanes >= warps_) return;
+  const auto parity = static_cast<unsigned>(e.value & 1u);
+  const auto id = static_cast<unsigned>(e.value);
+  switch (e.kind) {
+    case AsyncKind::proxy_fence:
+      fences_[t].push_back(counts_[t]);
+      tick(t);
+      return;
+    case AsyncKind::mbarrier_init:
+      barriers_[e.object] = Barrier{};
+      return;
+    case AsyncKind::mbarrier_arrive:
+      release_into(barriers_[e.object].phase, t);
+      return;
+    case AsyncKind::mbarrier_completed: {
+      Barrier& b = barriers_[e.object];
+      b.done[parity] = std::move(b.phase);
+      b.completed[parity] = true;
+      b.phase.clear();
+      return;
+    }
+    case AsyncKind::mbarrier_waited: {
+      const auto it = barriers_.find(e.object);
+      if (it != barriers_.end() && it->second.completed[parity]) acquire_if(t, &it->second.done[parity]);
+      return;
+    }
+    case AsyncKind::named_arrive:
+      release_into(named_[id].use, t);
+      return;
+    case AsyncKind::named_completed: {
+      Named& n = named_[id];
+      n.done[e.generation] = std::move(n.use);
+      n.use.clear();
+      while (n.done.size() > kNamedGenerations) n.done.erase(n.done.begin());
+      return;
+    }
+    case AsyncKind::named_passed: {
+      const auto it = named_[id].done.find(e.generation);
+      acquire_if(t, it != named_[id].done.end() ? &it->second : nullptr);
+      return;
+    }
+    case AsyncKind::tma_landed:
+      if (e.value < copies_.size()) join(barriers_[e.object].phase, copies_[e.value]);
+      return;
+    case AsyncKind::read_retired:
+      retired(static_cast<std::uint32_t>(e.value), t);
+      return;
+  }
 }
 
 std::uint32_t AsyncOrder::tma_write(unsigned thread, std::uintptr_t site, const std::vector<std::uint32_t>& chunks,
@@ -211,12 +230,7 @@ std::uint32_t AsyncOrder::tma_write(unsigned thread, std::uintptr_t site, const 
     return copy;
   }
   const Clock& c = clocks_[warp];
-  Access x;
-  x.thread = static_cast<std::uint16_t>(thread);
-  x.warp = static_cast<std::uint16_t>(warp);
-  x.epoch = counts_[thread];
-  x.site = site;
-  x.bytes = kChunkBytes;
+  const Access x = access_of(thread, site, kChunkBytes);
   for (const std::uint32_t i : chunks) {
     if (i >= chunks_.size()) continue;
     Chunk& k = chunk(i);
@@ -226,29 +240,15 @@ std::uint32_t AsyncOrder::tma_write(unsigned thread, std::uintptr_t site, const 
     for (const Access& r : k.reads) {
       if (!ordered(r, c)) report(out, Kind::write_after_read, r, Operation::read, x, Operation::tma_write, i);
     }
-    for (const std::uint32_t id : k.async) {
-      const AsyncRead& r = reads_[id];
-      if (retired_before(r, c)) continue;
-      Access a;
-      a.thread = r.thread;
-      a.site = r.site;
-      a.bytes = kChunkBytes;
-      report(out, Kind::write_after_read, a, r.op, x, Operation::tma_write, i);
-    }
+    report_open_reads(out, k, c, x, Operation::tma_write, i);
     k.tma = true;
     k.tma_write = x;
-    k.writes.clear();
-    k.reads.clear();
-    k.async.clear();
+    k.clear_accesses();
   }
   Clock published;
   release_into(published, thread);
   copies_.push_back(std::move(published));
   return copy;
-}
-
-void AsyncOrder::tma_landed(std::uint32_t copy, const void* bar) {
-  if (copy < copies_.size()) join(barriers_[bar].phase, copies_[copy]);
 }
 
 std::uint32_t AsyncOrder::async_read(Operation op, unsigned thread, std::uintptr_t site,
@@ -263,11 +263,7 @@ std::uint32_t AsyncOrder::async_read(Operation op, unsigned thread, std::uintptr
   // What the read has seen: for wgmma, every warp of the warpgroup has reached it.
   Clock c(warps_, 0);
   for (unsigned w = first_warp; w < first_warp + warps; ++w) join(c, clocks_[w]);
-  Access x;
-  x.thread = static_cast<std::uint16_t>(thread);
-  x.warp = static_cast<std::uint16_t>(first_warp);
-  x.site = site;
-  x.bytes = kChunkBytes;
+  const Access x = access_of(thread, site, kChunkBytes);
   for (const std::uint32_t i : chunks) {
     if (i >= chunks_.size()) continue;
     Chunk& k = chunk(i);
@@ -293,7 +289,7 @@ std::uint32_t AsyncOrder::async_read(Operation op, unsigned thread, std::uintptr
   return id;
 }
 
-void AsyncOrder::async_read_retired(std::uint32_t read, unsigned thread) {
+void AsyncOrder::retired(std::uint32_t read, unsigned thread) {
   if (read >= reads_.size()) return;
   AsyncRead& r = reads_[read];
   const unsigned warp = thread / kLanes;

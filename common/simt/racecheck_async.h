@@ -38,6 +38,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/simt/observer.h"
 #include "common/simt/racecheck_records.h"
 
 namespace simt::racecheck::detail {
@@ -52,27 +53,17 @@ class AsyncOrder {
   void generic(unsigned thread, std::uintptr_t site, std::uint64_t offset, std::uint32_t bytes, bool write,
                Records& out);
   void block_sync();
-  void proxy_fence(unsigned thread);
-
-  void mbarrier_init(const void* bar);
-  void mbarrier_arrive(unsigned thread, const void* bar);
-  void mbarrier_phase_completed(const void* bar, unsigned parity);
-  void mbarrier_waited(unsigned thread, const void* bar, unsigned parity);
-
-  void named_arrive(unsigned thread, unsigned id);
-  void named_completed(unsigned id, std::uint64_t generation);
-  void named_passed(unsigned thread, unsigned id, std::uint64_t generation);
+  // Everything else that orders (fences, mbarriers, named barriers, a copy's landing, a read's
+  // retirement), as hopper.cpp reports it.
+  void on(const observer::AsyncEvent& e);
 
   // A TMA copy into the 16-byte chunks `chunks` (offsets / 16), started by `thread` at `site`;
-  // returns the copy's number, for tma_landed.
+  // returns the copy's number, for its tma_landed event.
   std::uint32_t tma_write(unsigned thread, std::uintptr_t site, const std::vector<std::uint32_t>& chunks, Records& out);
-  void tma_landed(std::uint32_t copy, const void* bar);
   // A read by the async proxy (op: wgmma_read, by the warpgroup whose first thread is `thread`, or
-  // tma_store_read, by `thread` alone); returns its number, for async_read_retired.
+  // tma_store_read, by `thread` alone); returns its number, for its read_retired events.
   std::uint32_t async_read(Operation op, unsigned thread, std::uintptr_t site, const std::vector<std::uint32_t>& chunks,
                            Records& out);
-  // `thread`'s wait_group has covered the read.
-  void async_read_retired(std::uint32_t read, unsigned thread);
 
  private:
   using Clock = std::vector<std::uint32_t>;  // per warp of the block: the epochs seen
@@ -91,6 +82,11 @@ class AsyncOrder {
     std::vector<Access> writes;        // ordinary writes since the TMA write, the latest of each thread
     std::vector<Access> reads;         // ordinary reads since, the latest of each warp
     std::vector<std::uint32_t> async;  // wgmma and TMA store reads since, the latest of each (op, warp)
+    void clear_accesses() {
+      writes.clear();
+      reads.clear();
+      async.clear();
+    }
   };
   struct AsyncRead {
     Operation op;
@@ -109,6 +105,11 @@ class AsyncOrder {
   };
 
   Chunk& chunk(std::uint32_t index);
+  Access access_of(unsigned thread, std::uintptr_t site, std::uint32_t bytes) const;
+  void report_open_reads(Records& out, const Chunk& k, const Clock& c, const Access& x, Operation op,
+                         std::uint32_t chunk);
+  void acquire_if(unsigned thread, const Clock* from);
+  void retired(std::uint32_t read, unsigned thread);
   void release_into(Clock& target, unsigned thread);
   void tick(unsigned thread);
   void acquire(unsigned warp, const Clock& from);

@@ -46,21 +46,12 @@ void async_copy_issued(unsigned thread, std::uintptr_t site, const void* shared_
 void async_copy_landed(unsigned thread, const void* shared_dst);
 
 // Hopper's instructions (hopper.cpp through observer.h), for the block being checked on this host
-// thread (nothing otherwise): racecheck_async.h says what each one orders. Chunks are offsets in
-// dynamic shared memory / 16; tma_write and async_read return a number for tma_landed and
-// async_read_retired.
-bool checking_block();
-void proxy_fence(unsigned thread);
-void mbarrier_init(const void* bar);
-void mbarrier_arrive(unsigned thread, const void* bar);
-void mbarrier_phase_completed(const void* bar, unsigned parity);
-void mbarrier_waited(unsigned thread, const void* bar, unsigned parity);
-void named_arrive(unsigned thread, unsigned id);
-void named_completed(unsigned id, std::uint64_t generation);
-void named_passed(unsigned thread, unsigned id, std::uint64_t generation);
+// thread: its AsyncOrder (racecheck_async.h), or nullptr where none is checked here. tma_write
+// and async_read also mark the copy's bytes written for the interval rules and return the
+// number the later events give back (0 where no block is checked).
+class AsyncOrder;
+AsyncOrder* async_order();
 std::uint32_t tma_write(unsigned thread, std::uintptr_t site, const std::vector<std::uint32_t>& chunks);
-void tma_landed(std::uint32_t copy, const void* bar);
 std::uint32_t async_read(Operation op, unsigned thread, std::uintptr_t site, const std::vector<std::uint32_t>& chunks);
-void async_read_retired(std::uint32_t read, unsigned thread);
 
 }  // namespace simt::racecheck::detail
