@@ -63,18 +63,29 @@ void async_copy_landed(unsigned thread, const void* shared_dst);
 void atomic_access(const std::source_location& site, const void* address, std::uint32_t bytes);
 
 // hopper.cpp, Hopper's instructions on the CPU (hopper.h), for CUDA thread `thread`; the race
-// checker orders them (racecheck_async.h). async_watched() says whether a checked block runs on
-// this host thread, so that the footprints (`chunks`: offsets in dynamic shared memory / 16) are
-// worked out only then; the functions that return a number return the one to give back later.
+// checker orders them (racecheck_async.h), and the memory profile counts the bytes of the TMA
+// copies and of wgmma's operands (profile.h, TmaCounts and WgmmaCounts), which hopper.cpp passes
+// on every call (they cost a few multiplications). async_watched() says whether a checked block
+// runs on this host thread, so that the footprints (`chunks`: offsets in dynamic shared memory /
+// 16) are worked out only then (empty otherwise); the functions that return a number return the
+// one to give back later (0 where the race checker does not watch).
 //   proxy_fence:            fence.proxy.async.shared::cta
 //   mbarrier_*:             init; an arrival (with or without expect_tx); a phase of `parity` has
 //                           completed; a wait for the phase of `parity` has returned
 //   named_barrier_*:        an arrival on barrier `id`; its use `generation` has all its threads;
 //                           a bar.sync of that use has passed
-//   tma_load_issued/landed: a TMA copy into shared memory started; it landed, completing on `bar`
-//   wgmma_read:             a wgmma of the warpgroup whose first thread is `thread` reads `chunks`
-//   tma_store_issued:       a TMA store reads `chunks`
+//   tma_load_issued/landed: a TMA copy into shared memory started, writing `chunks` and moving
+//                           `bytes`; it landed, completing on `bar`
+//   wgmma_read:             a wgmma of the warpgroup whose first thread is `thread` reads `chunks`,
+//                           `bytes` of shared memory in all
+//   tma_store_issued:       a TMA store reads `chunks`, moving `bytes`
 //   async_read_retired:     `thread`'s wait_group covers the read
+// The bytes of one TMA copy, in bytes: its whole box (elements past the tensor's edge included),
+// and of them those inside the tensor (read from, or written to, global memory).
+struct TmaBytes {
+  std::uint64_t box = 0;
+  std::uint64_t tensor = 0;
+};
 bool async_watched();
 void proxy_fence(unsigned thread);
 void mbarrier_init(const void* bar);
@@ -84,11 +95,12 @@ void mbarrier_waited(unsigned thread, const void* bar, unsigned parity);
 void named_barrier_arrive(unsigned thread, unsigned id);
 void named_barrier_completed(unsigned id, std::uint64_t generation);
 void named_barrier_passed(unsigned thread, unsigned id, std::uint64_t generation);
-std::uint32_t tma_load_issued(const std::source_location& site, unsigned thread,
+std::uint32_t tma_load_issued(const std::source_location& site, unsigned thread, TmaBytes bytes,
                               const std::vector<std::uint32_t>& chunks);
 void tma_load_landed(std::uint32_t copy, const void* bar);
-std::uint32_t wgmma_read(const std::source_location& site, unsigned thread, const std::vector<std::uint32_t>& chunks);
-std::uint32_t tma_store_issued(const std::source_location& site, unsigned thread,
+std::uint32_t wgmma_read(const std::source_location& site, unsigned thread, std::uint64_t bytes,
+                         const std::vector<std::uint32_t>& chunks);
+std::uint32_t tma_store_issued(const std::source_location& site, unsigned thread, TmaBytes bytes,
                                const std::vector<std::uint32_t>& chunks);
 void async_read_retired(std::uint32_t read, unsigned thread);
 
