@@ -204,6 +204,9 @@ TEST_CASE("the TMA copies and wgmma move exactly the bytes the kernel's walk cou
                                        10700 + s.seq_len_q + s.head_dim);
   const ch10::Options options{.scale = 0.1, .causal = s.causal};
   simt::profile::start();
+  struct Stop {  // the profile ends with this case, even when the run throws
+    ~Stop() { simt::profile::stop(); }
+  } stop;
   (void)ch10::hopper_attention(in.Q, in.K, in.V, options, fa::Device::cpu);
   simt::profile::stop();
   const auto kernels = simt::profile::results();

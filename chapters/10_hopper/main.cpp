@@ -5,6 +5,8 @@
 //   ch10_hopper --device cpu --dtype fp16 --seq-q 203 --seq-k 113 --causal --head-dim 128
 //   ch10_hopper --q q.npy --k k.npy --v v.npy --out o.npy  ('<f4' or '<f2' files)
 //   ch10_hopper --summary tour.tsv                          ... and append the check to tour.tsv
+//   ch10_hopper --device cpu --profile                      simt's memory profile, and the TMA and wgmma
+//                                                           bytes beside the kernel's walk (lab/tma_traffic.h)
 //
 // The check at the end: O against chapter 06's O within twice chapter 06's error budget (each of
 // the two kernels is within one budget of chapter 05's float32 O: error_budget.h), and L against

@@ -65,10 +65,10 @@ void atomic_access(const std::source_location& site, const void* address, std::u
 // hopper.cpp, Hopper's instructions on the CPU (hopper.h), for CUDA thread `thread`; the race
 // checker orders them (racecheck_async.h), and the memory profile counts the bytes of the TMA
 // copies and of wgmma's operands (profile.h, TmaCounts and WgmmaCounts), which hopper.cpp passes
-// on every call (they cost a few multiplications). async_watched() says whether a checked block
-// runs on this host thread, so that the footprints (`chunks`: offsets in dynamic shared memory /
-// 16) are worked out only then (empty otherwise); the functions that return a number return the
-// one to give back later (0 where the race checker does not watch).
+// on every call (a loop over the box's edges, little beside the copy itself). async_watched() says
+// whether a checked block runs on this host thread, so that the footprints (`chunks`: offsets in
+// dynamic shared memory / 16) are worked out only then (empty otherwise); the functions that return
+// a number return the one to give back later (0 where the race checker does not watch).
 //   proxy_fence:            fence.proxy.async.shared::cta
 //   mbarrier_*:             init; an arrival (with or without expect_tx); a phase of `parity` has
 //                           completed; a wait for the phase of `parity` has returned
@@ -80,8 +80,8 @@ void atomic_access(const std::source_location& site, const void* address, std::u
 //                           `bytes` of shared memory in all
 //   tma_store_issued:       a TMA store reads `chunks`, moving `bytes`
 //   async_read_retired:     `thread`'s wait_group covers the read
-// The bytes of one TMA copy, in bytes: its whole box (elements past the tensor's edge included),
-// and of them those inside the tensor (read from, or written to, global memory).
+// The bytes of one TMA copy: its whole box (elements past the tensor's edge included), and of them
+// those inside the tensor (read from, or written to, global memory).
 struct TmaBytes {
   std::uint64_t box = 0;
   std::uint64_t tensor = 0;

@@ -39,7 +39,8 @@ struct TmaTraffic {
 };
 
 // The walk, block by block, for the problem as the kernel sees it (check_problem): its tile (Br
-// query rows, Bc keys), head_dim a multiple of 64, the causal mask. Never throws.
+// query rows, Bc keys), head_dim a multiple of 64, the causal mask. Copies, instructions and bytes,
+// as TmaTraffic says; the loops are hopper.cuh's (the source above). Never throws.
 inline TmaTraffic tma_traffic(const fa::DeviceProblem& p) {
   constexpr std::uint64_t kElement = 2, kBoxColumns = 64, kConsumerRows = 64;
   const int Br = p.tile.Br, Bc = p.tile.Bc;
