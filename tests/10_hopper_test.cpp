@@ -20,8 +20,10 @@
 #include "chapters/06_tensor_cores/lab/error_budget.h"
 #include "chapters/06_tensor_cores/tensor_cores.h"
 #include "chapters/10_hopper/hopper.h"
+#include "chapters/10_hopper/lab/tma_traffic.h"
 #include "common/attention_shapes.h"
 #include "common/compare.h"
+#include "common/simt/profile.h"
 #include "common/simt/schedule.h"
 
 namespace {
@@ -179,6 +181,64 @@ TEST_CASE("rows that see no key give zeros in O and -inf in L, never NaN", "[ch1
       }
     }
   }
+}
+
+TEST_CASE("the TMA copies and wgmma move exactly the bytes the kernel's walk counts", "[ch10]") {
+#if !SIMT_PROFILED_KERNELS || FA_TEST_ON_GPU
+  FA_SKIP("this build has no profiled copy of the kernel (a sanitizer preset, a compiler other than GCC, or the GPU)");
+#else
+  // seq_len_q < seq_len_k, with and without the mask (one block: Q_i's box holds 28 rows of zeros,
+  // the last key tile 44 of 64 keys); self-attention, causal, at head dim 128 (two boxes a row; the
+  // first blocks skip the tiles above the diagonal); seq_len_q > seq_len_k, causal (the first two
+  // blocks load no key tile, and the third block's first consumer stores rows 256-299 of a box).
+  struct Shape {
+    std::size_t seq_len_q, seq_len_k, head_dim;
+    bool causal;
+  };
+  const Shape s = GENERATE(Shape{100, 300, 64, true}, Shape{100, 300, 64, false}, Shape{300, 300, 128, true},
+                           Shape{300, 30, 64, true});
+  const std::size_t heads = 2;
+  INFO("seq_len_q " << s.seq_len_q << ", seq_len_k " << s.seq_len_k << ", head_dim " << s.head_dim
+                    << (s.causal ? ", causal" : "") << ", 2 heads");
+  const auto in = fa_test::make_inputs(1, heads, s.seq_len_q, s.seq_len_k, s.head_dim, 0.1, fa_test::Scores::normal,
+                                       10700 + s.seq_len_q + s.head_dim);
+  const ch10::Options options{.scale = 0.1, .causal = s.causal};
+  simt::profile::start();
+  struct Stop {  // the profile ends with this case, even when the run throws
+    ~Stop() { simt::profile::stop(); }
+  } stop;
+  (void)ch10::hopper_attention(in.Q, in.K, in.V, options, fa::Device::cpu);
+  simt::profile::stop();
+  const auto kernels = simt::profile::results();
+  const simt::profile::KernelProfile* k = simt::profile::find_kernel(kernels, "hopper_kernel");
+  REQUIRE(k != nullptr);
+  const ch10::TmaTraffic model =
+      ch10::tma_traffic(ch10::check_problem(fa::check_attention_shapes(in.Q.shape, in.K.shape, in.V.shape), options));
+  // Loads: whole boxes, as the mbarriers count them; stores: O's bytes once (2 bytes an element).
+  CHECK(k->tma_load.copies == model.load_copies);
+  CHECK(k->tma_load.box_bytes == model.load_box_bytes);
+  CHECK(k->tma_load.tensor_bytes == model.load_tensor_bytes);
+  CHECK(k->tma_store.copies == model.store_copies);
+  CHECK(k->tma_store.box_bytes == model.store_box_bytes);
+  CHECK(k->tma_store.tensor_bytes == heads * s.seq_len_q * s.head_dim * 2);
+  CHECK(k->wgmma_read.instructions == model.wgmma);
+  CHECK(k->wgmma_read.bytes == model.wgmma_bytes);
+  // Without the mask the walk is a closed form: Q once, and all of K and V per block of 128 rows.
+  if (!s.causal) {
+    const std::size_t blocks = (s.seq_len_q + 127) / 128;
+    CHECK(k->tma_load.tensor_bytes == heads * s.head_dim * 2 * (s.seq_len_q + 2 * blocks * s.seq_len_k));
+  }
+  // The kernel's own loads and stores of global memory: L alone (4 bytes a row), no O.
+  CHECK(k->global_load.bytes == 0);
+  CHECK(k->global_store.bytes == heads * s.seq_len_q * 4);
+  // The table has the rows, and the JSON the keys (docs/profiling.md).
+  const std::string table = simt::profile::format_table(kernels);
+  const std::string json = simt::profile::to_json(kernels);
+  for (const char* row : {"  TMA load ", "  TMA store ", "  wgmma read "}) CHECK(table.find(row) != std::string::npos);
+  for (const char* key : {"\"tma_load\"", "\"tma_store\"", "\"wgmma_read\"", "\"box_bytes\"", "\"tensor_bytes\""}) {
+    CHECK(json.find(key) != std::string::npos);
+  }
+#endif
 }
 
 TEST_CASE("the Hopper kernel refuses a head_dim it was not compiled for, bad shapes, scales and inputs", "[ch10]") {

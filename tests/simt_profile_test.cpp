@@ -204,6 +204,9 @@ TEST_CASE("the profile's JSON has every key of every kernel", "[simt]") {
     INFO(json);
     CHECK(json.find(key) != std::string::npos);
   }
+  // Hopper's keys only for a kernel that issued a TMA copy or a wgmma (tests/10_hopper_test.cpp).
+  CHECK(json.find("tma_load") == std::string::npos);
+  CHECK(simt::profile::format_table(simt::profile::results()).find("TMA") == std::string::npos);
 }
 
 TEST_CASE("chapter 05's measured global bytes equal the bytes its traffic model says the kernel moves", "[simt]") {

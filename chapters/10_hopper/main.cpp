@@ -5,6 +5,8 @@
 //   ch10_hopper --device cpu --dtype fp16 --seq-q 203 --seq-k 113 --causal --head-dim 128
 //   ch10_hopper --q q.npy --k k.npy --v v.npy --out o.npy  ('<f4' or '<f2' files)
 //   ch10_hopper --summary tour.tsv                          ... and append the check to tour.tsv
+//   ch10_hopper --device cpu --profile                      simt's memory profile, and the TMA and wgmma
+//                                                           bytes beside the kernel's walk (lab/tma_traffic.h)
 //
 // The check at the end: O against chapter 06's O within twice chapter 06's error budget (each of
 // the two kernels is within one budget of chapter 05's float32 O: error_budget.h), and L against
@@ -22,7 +24,9 @@
 #include "chapters/06_tensor_cores/lab/error_budget.h"
 #include "chapters/06_tensor_cores/tensor_cores.h"
 #include "chapters/10_hopper/hopper.h"
+#include "chapters/10_hopper/lab/tma_traffic.h"
 #include "common/chapter.h"
+#include "common/profile_cli.h"
 #include "common/simt/progress.h"
 
 namespace {
@@ -61,7 +65,7 @@ and a consumer warpgroup; bf16 or fp16 inputs, float32 accumulation), checked ag
     }
     fa::Plan plan;
     const fa::AttentionShape shape = flags.plan(plan);
-    (void)ch10::check_problem(shape, {flags.scale, flags.causal, element});
+    const ch10::DeviceProblem problem = ch10::check_problem(shape, {flags.scale, flags.causal, element});
     const ch06::Options options_06{flags.scale, flags.causal, ch06::Options{}.tile, element};
     (void)ch06::check_problem(shape, options_06);
     ch10::check_device(device);
@@ -104,6 +108,8 @@ memory, the online softmax in registers, and O += P V by wgmma with P as its reg
         "time: {:.3f} ms on Hopper's path, {:.3f} ms for chapter 06's kernel ({}; wall clock of one run, "
         "not a benchmark)\n",
         h.elapsed_ms, tc.elapsed_ms, fa::to_string(device));
+    // --profile: the table of both kernels, then this one's TMA and wgmma bytes beside its walk.
+    fmt::print("{}", ch10::format_tma_beside_model(fa::end_profile(), ch10::tma_traffic(problem)));
 
     // Each kernel is within one budget of chapter 05's float32 O (error_budget.h), so the two are
     // within two budgets of each other (the triangle inequality); likewise L.

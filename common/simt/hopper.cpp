@@ -335,16 +335,19 @@ void complete_wgmma(void* const* lane_operands) {
       }
     }
   }
-  // The race checker's footprint: every 16-byte chunk of the operands in shared memory.
+  // What the operands in shared memory cost: their bytes for the profile (A: 64 x 16 elements of 2
+  // bytes where it is in shared memory, B: n x 16), and for the race checker, only while it checks
+  // the block, every 16-byte chunk of them.
   std::vector<std::uint32_t> chunks;
   std::vector<std::uint32_t>* footprint = observer::async_watched() ? &chunks : nullptr;
+  const std::uint64_t operand_bytes = 16 * 2 * (std::uint64_t{shape.a_in_registers ? 0u : 64u} + n);
   if (!shape.a_in_registers)
     read_operand(name, "A", first.desc_a, shape.major_a, 64, shape.input, false, A, site, footprint);
   read_operand(name, "B", first.desc_b, shape.major_b, n, shape.input, true, B, site, footprint);
+  std::sort(chunks.begin(), chunks.end());
+  chunks.erase(std::unique(chunks.begin(), chunks.end()), chunks.end());
+  const std::uint32_t read = observer::wgmma_read(site, group0, operand_bytes, chunks);
   if (footprint != nullptr) {
-    std::sort(chunks.begin(), chunks.end());
-    chunks.erase(std::unique(chunks.begin(), chunks.end()), chunks.end());
-    const std::uint32_t read = observer::wgmma_read(site, group0, chunks);
     for (unsigned q = 0; q < warpgroup_threads; ++q) {
       const auto& o = *static_cast<const WgmmaOperands*>(lane_operands[q]);
       s.threads[o.thread].reads.push_back({s.threads[o.thread].committed, read});
@@ -495,6 +498,24 @@ std::uint32_t box_bytes(const TensorMapShape& s) {
   return bytes;
 }
 
+// The bytes of one copy of the box of `map` at `coordinates`, as the profile counts them: the whole
+// box, and the part inside the tensor. The box is a product of ranges, one a dimension, so the part
+// inside is the product of each range's elements that fall in 0 .. dims - 1 (the rule of
+// for_each_box_element below).
+observer::TmaBytes tma_bytes(const TensorMap& map, const std::array<int, 5>& coordinates) {
+  const TensorMapShape& s = map.shape;
+  std::uint64_t inside = s.element_bytes;
+  for (unsigned i = 0; i < s.rank; ++i) {
+    std::uint64_t elements = 0;
+    for (std::uint32_t e = 0; e < box_elements(s, i); ++e) {
+      const std::int64_t coordinate = std::int64_t{coordinates[i]} + std::int64_t{e} * s.element_strides[i];
+      if (coordinate >= 0 && static_cast<std::uint64_t>(coordinate) < s.dims[i]) ++elements;
+    }
+    inside *= elements;
+  }
+  return {box_bytes(s), inside};
+}
+
 // Visits the box of `map` at `coordinates` element by element, dense in shared memory with
 // dimension 0 fastest: visit(shared address (swizzled), global byte offset, inside the tensor).
 template <class Visit>
@@ -515,6 +536,9 @@ void for_each_box_element(const TensorMap& map, const std::array<int, 5>& coordi
     for (unsigned i = 0; i < s.rank && ++index[i] == box_elements(s, i); ++i) index[i] = 0;
   }
 }
+
+// The footprint given to the observer where the race checker does not watch the block.
+const std::vector<std::uint32_t> no_chunks;
 
 // The 16-byte chunks of shared memory a box at `base` covers (for the race checker), in order.
 std::vector<std::uint32_t> box_chunks(const TensorMap& map, const std::array<int, 5>& coordinates, std::uint32_t base) {
@@ -838,9 +862,9 @@ void cp_async_bulk_tensor_to_shared(void* dst, const TensorMap* map, int rank, c
   c.bytes = box_bytes(map->shape);
   c.thread = this_thread();
   c.site = site;
-  if (observer::async_watched()) {
-    c.race_copy = observer::tma_load_issued(site, c.thread, box_chunks(c.map, c.coordinates, c.dst));
-  }
+  c.race_copy =
+      observer::tma_load_issued(site, c.thread, tma_bytes(c.map, c.coordinates),
+                                observer::async_watched() ? box_chunks(c.map, c.coordinates, c.dst) : no_chunks);
   state().copies.push_back(c);
   SIMT_TSAN_RELEASE(bar);  // for whoever lands the copy
 }
@@ -858,9 +882,9 @@ void cp_async_bulk_tensor_to_global(const TensorMap* map, int rank, const int* c
   for (int i = 0; i < rank; ++i) st.coordinates[static_cast<std::size_t>(i)] = coordinates[i];
   st.group = ts.bulk_committed;
   st.site = site;
-  if (observer::async_watched()) {
-    st.read = observer::tma_store_issued(site, this_thread(), box_chunks(st.map, st.coordinates, st.src));
-  }
+  st.read =
+      observer::tma_store_issued(site, this_thread(), tma_bytes(st.map, st.coordinates),
+                                 observer::async_watched() ? box_chunks(st.map, st.coordinates, st.src) : no_chunks);
   ts.stores.push_back(st);
 }
 

@@ -129,18 +129,22 @@ void async_event(const AsyncEvent& e) {
   if (!racecheck_block) return;
   if (racecheck::detail::AsyncOrder* order = racecheck::detail::async_order()) order->on(e);
 }
-std::uint32_t tma_load_issued(const std::source_location& site, unsigned thread,
+std::uint32_t tma_load_issued(const std::source_location& site, unsigned thread, TmaBytes bytes,
                               const std::vector<std::uint32_t>& chunks) {
-  if (!racecheck_block) return 0;
+  if (profile_block) profile::detail::tma_copy(profile::Op::load, bytes.box, bytes.tensor);
+  if (!async_watched()) return 0;
   return racecheck::detail::tma_write(thread, sites::key(site), chunks);
 }
-std::uint32_t wgmma_read(const std::source_location& site, unsigned thread, const std::vector<std::uint32_t>& chunks) {
-  if (!racecheck_block) return 0;
+std::uint32_t wgmma_read(const std::source_location& site, unsigned thread, std::uint64_t bytes,
+                         const std::vector<std::uint32_t>& chunks) {
+  if (profile_block) profile::detail::wgmma_read(bytes);
+  if (!async_watched()) return 0;
   return racecheck::detail::async_read(racecheck::detail::Operation::wgmma_read, thread, sites::key(site), chunks);
 }
-std::uint32_t tma_store_issued(const std::source_location& site, unsigned thread,
+std::uint32_t tma_store_issued(const std::source_location& site, unsigned thread, TmaBytes bytes,
                                const std::vector<std::uint32_t>& chunks) {
-  if (!racecheck_block) return 0;
+  if (profile_block) profile::detail::tma_copy(profile::Op::store, bytes.box, bytes.tensor);
+  if (!async_watched()) return 0;
   return racecheck::detail::async_read(racecheck::detail::Operation::tma_store_read, thread, sites::key(site), chunks);
 }
 

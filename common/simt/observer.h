@@ -63,12 +63,16 @@ void async_copy_landed(unsigned thread, const void* shared_dst);
 void atomic_access(const std::source_location& site, const void* address, std::uint32_t bytes);
 
 // hopper.cpp, Hopper's instructions on the CPU (hopper.h); the race checker orders them
-// (racecheck_async.h). async_watched() says whether a checked block runs on this host thread, so
-// that the footprints (`chunks`: offsets in dynamic shared memory / 16) are worked out only then.
-// The three that start an access return the number to give back in its later events.
-//   tma_load_issued:  a TMA copy into shared memory, started by `thread`
-//   wgmma_read:       a wgmma of the warpgroup whose first thread is `thread` reads `chunks`
-//   tma_store_issued: a TMA store, started by `thread`, reads `chunks`
+// (racecheck_async.h), and the memory profile counts the bytes of the TMA copies and of wgmma's
+// operands (profile.h, TmaCounts and WgmmaCounts), which hopper.cpp passes on every call.
+// async_watched() says whether a checked block runs on this host thread, so that the footprints
+// (`chunks`: offsets in dynamic shared memory / 16) are worked out only then (empty otherwise).
+// The three that start an access return the number to give back in its later events (0 where
+// the race checker does not watch):
+//   tma_load_issued:  a TMA copy into shared memory, started by `thread`, moving `bytes`
+//   wgmma_read:       a wgmma of the warpgroup whose first thread is `thread` reads `chunks`,
+//                     `bytes` of shared memory in all
+//   tma_store_issued: a TMA store, started by `thread`, reads `chunks`, moving `bytes`
 // Every other event is one AsyncEvent (what `object` and `value` are depends on the kind).
 enum class AsyncKind : std::uint8_t {
   proxy_fence,         // fence.proxy.async.shared::cta by `thread`
@@ -89,12 +93,19 @@ struct AsyncEvent {
   std::uint64_t value = 0;
   std::uint64_t generation = 0;
 };
+// The bytes of one TMA copy: its whole box (elements past the tensor's edge included), and of them
+// those inside the tensor (read from, or written to, global memory).
+struct TmaBytes {
+  std::uint64_t box = 0;
+  std::uint64_t tensor = 0;
+};
 bool async_watched();
 void async_event(const AsyncEvent& e);
-std::uint32_t tma_load_issued(const std::source_location& site, unsigned thread,
+std::uint32_t tma_load_issued(const std::source_location& site, unsigned thread, TmaBytes bytes,
                               const std::vector<std::uint32_t>& chunks);
-std::uint32_t wgmma_read(const std::source_location& site, unsigned thread, const std::vector<std::uint32_t>& chunks);
-std::uint32_t tma_store_issued(const std::source_location& site, unsigned thread,
+std::uint32_t wgmma_read(const std::source_location& site, unsigned thread, std::uint64_t bytes,
+                         const std::vector<std::uint32_t>& chunks);
+std::uint32_t tma_store_issued(const std::source_location& site, unsigned thread, TmaBytes bytes,
                                const std::vector<std::uint32_t>& chunks);
 
 // buffer.h. register_device_memory: [data, data + bytes) is device memory (a DeviceBuffer of

@@ -69,6 +69,8 @@ struct Totals {
   std::uint64_t launches = 0;
   GlobalCounts global_load, global_store;
   SharedCounts shared_load, shared_store;
+  TmaCounts tma_load, tma_store;
+  WgmmaCounts wgmma_read;
   std::unordered_map<SiteKey, Site, KeyHash> sites;
 
   void add(const Totals& other) {
@@ -88,6 +90,13 @@ struct Totals {
     add_global(global_store, other.global_store);
     add_shared(shared_load, other.shared_load);
     add_shared(shared_store, other.shared_store);
+    for (auto [mine, theirs] : {std::pair{&tma_load, &other.tma_load}, std::pair{&tma_store, &other.tma_store}}) {
+      mine->copies += theirs->copies;
+      mine->box_bytes += theirs->box_bytes;
+      mine->tensor_bytes += theirs->tensor_bytes;
+    }
+    wgmma_read.instructions += other.wgmma_read.instructions;
+    wgmma_read.bytes += other.wgmma_read.bytes;
     for (const auto& [key, s] : other.sites) {
       Site& mine = sites[key];
       mine.address = s.address;
@@ -214,6 +223,19 @@ class BlockRecorder {
     for (unsigned w = 0; w < warps_in_block_; ++w) flush(w);
   }
 
+  // Hopper's asynchronous copies and wgmma: counted whole where they are issued, no warp
+  // instruction to gather.
+  void tma_copy(Op op, std::uint64_t box_bytes, std::uint64_t tensor_bytes) {
+    TmaCounts& c = op == Op::load ? totals_.tma_load : totals_.tma_store;
+    ++c.copies;
+    c.box_bytes += box_bytes;
+    c.tensor_bytes += tensor_bytes;
+  }
+  void wgmma_read(std::uint64_t bytes) {
+    ++totals_.wgmma_read.instructions;
+    totals_.wgmma_read.bytes += bytes;
+  }
+
   void end() {
     if (!active_) return;
     flush_all();
@@ -295,6 +317,14 @@ void record(unsigned thread, std::uintptr_t site, std::uintptr_t address, std::u
   if (recording_block != nullptr) recording_block->record(thread, site, address, bytes, op);
 }
 
+void tma_copy(Op op, std::uint64_t box_bytes, std::uint64_t tensor_bytes) {
+  if (recording_block != nullptr) recording_block->tma_copy(op, box_bytes, tensor_bytes);
+}
+
+void wgmma_read(std::uint64_t bytes) {
+  if (recording_block != nullptr) recording_block->wgmma_read(bytes);
+}
+
 }  // namespace detail
 
 // ---- The public API --------------------------------------------------------------------------
@@ -331,7 +361,8 @@ std::vector<KernelProfile> results() {
   std::scoped_lock lock(r.mutex);
   for (const std::string& name : r.order) {
     const detail::Totals& t = r.kernels.at(name);
-    KernelProfile k{name, t.launches, t.global_load, t.global_store, t.shared_load, t.shared_store, {}};
+    KernelProfile k{name,           t.launches, t.global_load, t.global_store, t.shared_load,
+                    t.shared_store, t.tma_load, t.tma_store,   t.wgmma_read,   {}};
     for (const auto& [key, site] : t.sites) {
       Site s = site;
       const sites::SourceLine where = sites::source_line(s.address);
@@ -407,6 +438,17 @@ std::string json_shared(const SharedCounts& c) {
   return fmt::format("{{\"instructions\": {}, \"bytes\": {}, \"wavefronts\": {}, \"bank_conflicts\": {}}}",
                      c.instructions, c.bytes, c.wavefronts, c.bank_conflicts);
 }
+// Hopper's keys, for a kernel that issued a TMA copy or a wgmma (empty for the others).
+std::string json_hopper(const KernelProfile& k) {
+  if (k.tma_load.copies == 0 && k.tma_store.copies == 0 && k.wgmma_read.instructions == 0) return "";
+  const auto tma = [](const TmaCounts& c) {
+    return fmt::format("{{\"copies\": {}, \"box_bytes\": {}, \"tensor_bytes\": {}}}", c.copies, c.box_bytes,
+                       c.tensor_bytes);
+  };
+  return fmt::format(
+      "\n   \"tma_load\":   {},\n   \"tma_store\":  {},\n   \"wgmma_read\": {{\"instructions\": {}, \"bytes\": {}}},",
+      tma(k.tma_load), tma(k.tma_store), k.wgmma_read.instructions, k.wgmma_read.bytes);
+}
 
 }  // namespace
 
@@ -428,6 +470,21 @@ std::string format_table(const std::vector<KernelProfile>& kernels, std::size_t 
     g("global store", k.global_store);
     s("shared load", k.shared_load);
     s("shared store", k.shared_store);
+    // Hopper's rows, only where the kernel has any (every other table stays as it was): a TMA copy
+    // is one instruction of one thread; its bytes are whole boxes, and the note gives those inside
+    // the tensor. A wgmma is one instruction of a warpgroup; the hardware serves its swizzled reads
+    // without bank conflicts (profile.h, WgmmaCounts), and the profile counts none.
+    const auto tma = [&](const char* name, const TmaCounts& c, const char* global) {
+      if (c.copies == 0) return;
+      out += fmt::format("  {:<13} {:>13} {:>15} {:>13} {:>13} {:>15}  ({} {} global memory)\n", name, c.copies,
+                         c.box_bytes, "", "", "", c.tensor_bytes, global);
+    };
+    tma("TMA load", k.tma_load, "read from");
+    tma("TMA store", k.tma_store, "written to");
+    if (k.wgmma_read.instructions > 0) {
+      out += fmt::format("  {:<13} {:>13} {:>15} {:>13} {:>13} {:>15}  (per warpgroup, from shared memory)\n",
+                         "wgmma read", k.wgmma_read.instructions, k.wgmma_read.bytes, "", "", 0);
+    }
     for (const Worst& w : worst_sites(k, n)) {
       const bool global = w.site->space == Space::global;
       out +=
@@ -445,9 +502,9 @@ std::string to_json(const std::vector<KernelProfile>& kernels, std::size_t n) {
     out += i == 0 ? "\n" : ",\n";
     out += fmt::format(
         "  {{\"kernel\": {}, \"launches\": {},\n   \"global_load\":  {},\n   \"global_store\": {},\n"
-        "   \"shared_load\":  {},\n   \"shared_store\": {},\n   \"worst_sites\": [",
+        "   \"shared_load\":  {},\n   \"shared_store\": {},{}\n   \"worst_sites\": [",
         json_string(k.kernel), k.launches, json_global(k.global_load), json_global(k.global_store),
-        json_shared(k.shared_load), json_shared(k.shared_store));
+        json_shared(k.shared_load), json_shared(k.shared_store), json_hopper(k));
     const std::vector<Worst> worst = worst_sites(k, n);
     for (std::size_t j = 0; j < worst.size(); ++j) {
       const Site& s = *worst[j].site;

@@ -52,6 +52,27 @@ struct SharedCounts {
   bool operator==(const SharedCounts&) const = default;
 };
 
+// Hopper's asynchronous instructions, counted where they are issued, whole.
+// TMA copies (cp.async.bulk.tensor) of one kernel, one way (global -> shared, or back). A box is
+// counted whole, as an mbarrier's expect_tx must count a load's bytes, the zeros that fill its
+// elements past the tensor's edge included; global memory gives a load, or takes from a store,
+// only the elements inside the tensor. Source: PTX ISA, "cp.async.bulk.tensor", "Tensor Copy
+// Restrictions" (out-of-bound elements).
+struct TmaCounts {
+  std::uint64_t copies = 0;        // instructions, each issued by one thread
+  std::uint64_t box_bytes = 0;     // bytes of their whole boxes
+  std::uint64_t tensor_bytes = 0;  // bytes of those inside the tensor
+};
+// wgmma's reads of its operands in shared memory, of one kernel. No bank conflicts are counted:
+// wgmma reads whole 8-row core matrices through its descriptors, and the hardware serves a
+// swizzled layout (the one TMA writes) without conflicts by design; simt does not model the banks
+// of these reads. Source: PTX ISA, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate
+// Instructions" (the matrix descriptor, shared memory matrix layout, swizzling modes).
+struct WgmmaCounts {
+  std::uint64_t instructions = 0;  // one per warpgroup: its 128 threads issue it together
+  std::uint64_t bytes = 0;         // A's 64 x 16 elements where A is in shared memory, and B's N x 16
+};
+
 enum class Space { global, shared };
 enum class Op { load, store };
 
@@ -76,7 +97,9 @@ struct KernelProfile {
   std::uint64_t launches = 0;
   GlobalCounts global_load, global_store;
   SharedCounts shared_load, shared_store;
-  std::vector<Site> sites;  // every site, the costliest first (sectors, then conflicts)
+  TmaCounts tma_load, tma_store;  // Hopper's TMA (global -> shared, shared -> global); zero elsewhere
+  WgmmaCounts wgmma_read;         // Hopper's wgmma, its operands in shared memory; zero elsewhere
+  std::vector<Site> sites;        // every site, the costliest first (sectors, then conflicts)
 };
 
 // The first kernel of `kernels` whose name contains `name`, or nullptr.
@@ -100,12 +123,14 @@ bool recording();
 // looked up in the program's debug information (elfutils' libdw where it was found at build time).
 std::vector<KernelProfile> results();
 
-// A table: one block of rows per kernel (global load/store, shared load/store), then its worst
-// sites with file:line and their share of the kernel's sectors or bank conflicts.
+// A table: one block of rows per kernel (global load/store, shared load/store, and where the
+// kernel has any, TMA load/store and wgmma read), then its worst sites with file:line and their
+// share of the kernel's sectors or bank conflicts.
 std::string format_table(const std::vector<KernelProfile>& kernels, std::size_t worst_sites = 3);
 
 // {"kernels": [{"kernel": ..., "launches": ..., "global_load": {...}, "global_store": {...},
-//   "shared_load": {...}, "shared_store": {...}, "worst_sites": [...]}]}; docs/profiling.md gives
+//   "shared_load": {...}, "shared_store": {...}, "tma_load": {...}, "tma_store": {...},
+//   "wgmma_read": {...}, "worst_sites": [...]}]}; docs/profiling.md gives
 // every key. The worst sites: up to `worst_sites` by global sectors and up to as many by bank
 // conflicts, each with "file", "line", "space", "op", its counts and "share".
 std::string to_json(const std::vector<KernelProfile>& kernels, std::size_t worst_sites = 5);

@@ -26,11 +26,16 @@ inline bool is_recording() { return recording_flag.load(std::memory_order_relaxe
 //   block_end:   the block has finished (or failed); its counts join the kernel's
 //   record:      one access of CUDA thread `thread` (linear index in its block) at `site` (a key of
 //                sites.h); the address is classified (global, shared, neither) here
+//   tma_copy:    a TMA copy issued in the block, global -> shared (Op::load) or shared -> global
+//                (Op::store), of a box of `box_bytes`, `tensor_bytes` of them inside the tensor
+//   wgmma_read:  a wgmma issued by a warpgroup of the block reads `bytes` of shared memory
 void block_begin(std::string_view kernel, bool first_block, const std::byte* shared, std::size_t shared_bytes,
                  unsigned threads);
 void warp_sync(unsigned warp);
 void block_sync();
 void block_end();
 void record(unsigned thread, std::uintptr_t site, std::uintptr_t address, std::uint32_t bytes, Op op);
+void tma_copy(Op op, std::uint64_t box_bytes, std::uint64_t tensor_bytes);
+void wgmma_read(std::uint64_t bytes);
 
 }  // namespace simt::profile::detail
