@@ -4,7 +4,7 @@
 // N(0, 1) inputs and for inputs with outliers, each the RMSE and the largest error of O against
 // float64 on the unrounded inputs (fp8_error.h says what each step models).
 //
-//   ch10_fp8_error                                  seq 1024, head_dim 64 and 128, 2 heads (~15 s)
+//   ch10_fp8_error                                  seq 1024, head_dim 64 and 128, 2 heads (~18 s)
 //   ch10_fp8_error --seq 256 --head-dim 64 --heads 1 --accumulate trunc14
 //
 //   ch10_fp8_error --parts                          ... and which of Q K^T, V, P the error comes from
