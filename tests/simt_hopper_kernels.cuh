@@ -381,7 +381,8 @@ __global__ void wgmma_misuse_kernel(int mode, float* __restrict__ out) {
 // mode 0: wait on the parity of the phase that never completes (phase 0 needs 2 arrivals, 1
 // comes); 1: expect_tx of 256 bytes, a copy of 128; 2: an mbarrier never initialised (in dynamic
 // shared memory, poisoned); 3: a named barrier given 128 by the even threads and 64 by the odd
-// ones; 4: a named barrier for 128 threads that 64 reach.
+// ones; 4: a named barrier for 128 threads that 64 reach; 5: a second arrive_expect_tx on a phase
+// of one arrival that still waits for its bytes (a producer that does not wait on "empty").
 __global__ void barrier_misuse_kernel(int mode, const __grid_constant__ simt::TensorMap map, float* __restrict__ out) {
   SIMT_DYNAMIC_SHARED(std::uint8_t, smem);
   __shared__ __align__(8) std::uint64_t bar;
@@ -401,6 +402,11 @@ __global__ void barrier_misuse_kernel(int mode, const __grid_constant__ simt::Te
     simt::mbarrier_arrive(reinterpret_cast<std::uint64_t*>(smem + 512));
   } else if (mode == 3) {
     simt::named_barrier_sync(3, t % 2 == 0 ? 128 : 64);
+  } else if (mode == 5) {
+    if (t == 0) {
+      simt::mbarrier_arrive_expect_tx(&bar, 128);
+      simt::mbarrier_arrive_expect_tx(&bar, 128);
+    }
   } else {
     if (t < 64) simt::named_barrier_sync(4, 128);
   }

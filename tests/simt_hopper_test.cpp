@@ -405,6 +405,8 @@ TEST_CASE("a wait on a phase that never completes is reported, not a hang", "[si
                  {"named_barrier_sync (tests/simt_hopper_kernels.cuh:", "gives named barrier 3 the count",
                   "every thread of one use of a barrier must give the same count"});
   check_mentions(barrier_misuse(4), {"named barrier 4 has 64 of the 128 threads it waits for"});
+  check_mentions(barrier_misuse(5), {"mbarrier_arrive_expect_tx (tests/simt_hopper_kernels.cuh:",
+                                     "already has all 1 of its arrivals and waits for 128 transaction bytes only"});
 }
 
 TEST_CASE("the Hopper instructions outside a kernel are errors", "[simt]") {

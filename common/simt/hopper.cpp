@@ -759,6 +759,16 @@ void mbarrier_arrive(std::uint64_t* bar, unsigned tx_bytes, bool arrive, const s
   check_in_kernel(name);
   SIMT_TSAN_RELEASE(bar);  // what this thread did before arriving, for the threads that wait
   Mbarrier m = read_bar(bar, name, site);
+  if (arrive && m.pending == 0) {
+    // Every arrival of the phase is in and it waits for bytes only: one more would be counted
+    // against a phase that expects none (the PTX ISA leaves it undefined).
+    throw std::invalid_argument(std::string(name) + " (" + where(site) + "): " + who(this_thread()) +
+                                " arrives on mbarrier " + hex_address(bar) + ", whose current phase already has all " +
+                                std::to_string(m.expected) + " of its arrivals and waits for " + std::to_string(m.tx) +
+                                " transaction bytes only; an arrival for the next phase must wait until this one "
+                                "completes (a producer that refills a stage without waiting on its \"empty\" "
+                                "mbarrier does this)");
+  }
   m.tx += tx_bytes;
   if (m.tx > tx_limit) {
     throw std::invalid_argument(std::string(name) + " (" + where(site) + "): the transaction count of mbarrier " +
