@@ -91,8 +91,6 @@ void AsyncOrder::tick(unsigned thread) {
   clocks_[warp][warp] = std::max(clocks_[warp][warp], counts_[thread]);
 }
 
-void AsyncOrder::acquire(unsigned warp, const Clock& from) { join(clocks_[warp], from); }
-
 // The first proxy fence of the writing thread at or after the write, seen by the clock c.
 bool AsyncOrder::fenced(const Access& write, const Clock& c) const {
   const std::vector<std::uint32_t>& f = fences_[write.thread];

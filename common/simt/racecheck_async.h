@@ -112,7 +112,6 @@ class AsyncOrder {
   void retired(std::uint32_t read, unsigned thread);
   void release_into(Clock& target, unsigned thread);
   void tick(unsigned thread);
-  void acquire(unsigned warp, const Clock& from);
   static bool ordered(const Access& a, const Clock& c) { return c[a.warp] >= a.epoch; }
   bool fenced(const Access& write, const Clock& c) const;
   bool retired_before(const AsyncRead& r, const Clock& c) const;
