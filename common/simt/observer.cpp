@@ -130,6 +130,7 @@ void atomic_access(const std::source_location& site, const void* address, std::u
 
 // The trace's listener (TraceScope), and the address ThreadSanitizer orders its calls by: the
 // fibers of a block are threads to it, and not every event is inside hopper.cpp's bookkeeping.
+namespace {
 std::atomic<TraceListener*> trace_listener{nullptr};
 char trace_token = 0;
 
@@ -141,6 +142,7 @@ void to_listener(const Event& e) {
   listener->on(e);
   SIMT_TSAN_RELEASE(&trace_token);
 }
+}  // namespace
 
 TraceScope::TraceScope(TraceListener& listener) {
   TraceListener* none = nullptr;
