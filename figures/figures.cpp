@@ -1,4 +1,4 @@
-// figures/figures.cpp: all eleven figures, and writing them to a folder (line 7 of figures.h).
+// figures/figures.cpp: all thirteen figures, and writing them to a folder (line 7 of figures.h).
 #include "figures/figures.h"
 
 #include <fstream>
@@ -39,7 +39,9 @@ std::vector<Figure> make_figures(const std::filesystem::path& benchmarks, const 
           {"backward-tiles.svg", backward_tiles_figure()},
           {"decoding-merge.svg", decoding_merge_figure()},
           {"decoding-waves.svg", decoding_waves_figure()},
-          {"ring-steps.svg", ring_steps_figure()}};
+          {"ring-steps.svg", ring_steps_figure()},
+          {"hopper-descriptor.svg", hopper_descriptor_figure()},
+          {"hopper-pipeline.svg", hopper_pipeline_figure()}};
 }
 
 void write_figures(const std::filesystem::path& folder, const std::filesystem::path& benchmarks,

@@ -35,7 +35,15 @@
 //                                     zigzag, causal, a step at a time: the K/V shard each rank holds
 //                                     (sliding in from the rank before) and the pairs it sees
 //                                     (ch09::chunks_of_rank, ch09::owner_at_step, ch09::visible)
-//  12. write_figures() writes all eleven into a folder.
+//  12. hopper-descriptor.svg          hopper_descriptor_figure(): static; the wgmma descriptor of K_j
+//                                     that chapter 10's kernel gave simt (hopper_trace), its fields
+//                                     found and read by simt::wgmma_descriptor and
+//                                     simt::decode_wgmma_descriptor, and where the 128-byte swizzle
+//                                     (simt::swizzled_address) puts each 16-byte chunk of K_j's rows
+//  13. hopper-pipeline.svg            hopper_pipeline_figure(): animated; chapter 10's producer, its
+//                                     mbarriers and its two consumer warpgroups, event by event in the
+//                                     order simt ran them (hopper_trace)
+//  14. write_figures() writes all thirteen into a folder.
 //
 // Source: the book's own figures, computed by its code: the worked example (chapter 03) and the
 // traffic table (chapter 05's --traffic: one head, forward pass, BF16, blocks of 128).
@@ -132,13 +140,64 @@ inline constexpr std::size_t ring_ranks = 4;
 inline constexpr std::size_t ring_rows = 16;
 std::string ring_steps_figure();
 
+// Figures 12 and 13: one block of chapter 10's kernel (ch10::hopper_attention on the CPU, bf16,
+// head dim hopper_head_dim, hopper_rows_q queries, hopper_rows_k keys: hopper_rows_k / Bc key tiles
+// through the ring of stages, each stage filled three times), run under simt's trace listener
+// (common/simt/observer.h, TraceScope: the schedule in_order, one host thread), and what it did,
+// in the order simt ran it. The inputs' values change nothing in the trace; they are all 1.
+inline constexpr std::size_t hopper_rows_q = 128;
+inline constexpr std::size_t hopper_rows_k = 384;
+inline constexpr std::size_t hopper_head_dim = 64;
+
+// The lanes of figure 13: the producer's thread, the mbarriers' phases, each consumer warpgroup's
+// first thread (its 128 threads do the same).
+enum class HopperLane { producer, barriers, consumer0, consumer1 };
+enum class HopperWhat {
+  tma_q,        // producer: TMA of Q_i issued (on q_full)
+  wait_empty,   // producer: its wait on empty[s] has returned
+  tma_kv,       // producer: expect_tx on full[s], then the TMA of K_j and V_j into stage s issued
+  q_full_done,  // barriers: q_full's phase completed (Q_i has landed)
+  full_done,    // barriers: full[s]'s phase completed (K_j, V_j have landed)
+  empty_done,   // barriers: empty[s]'s phase completed (all 256 consumer threads arrived)
+  wait_q,       // consumer: its wait on q_full has returned
+  wait_full,    // consumer: its wait on full[s] has returned
+  scores,       // consumer: the wgmma of S = Q_i K_j^T (one per 16 columns of the head dim)
+  softmax,      // consumer: the wgmma_wait_group that hands it S has returned; the softmax follows
+  pv,           // consumer: the wgmma of O += P V_j (one per 16 keys)
+  release,      // consumer: its arrival on empty[s]
+};
+struct HopperEvent {
+  HopperLane lane;
+  HopperWhat what;
+  int tile = -1;   // j, where the event is about a key tile
+  int stage = -1;  // s, the stage of the ring that tile j went through
+  int count = 1;   // the instructions it stands for (TMA boxes, wgmma)
+};
+struct HopperTrace {
+  std::vector<HopperEvent> events;  // in the order simt ran them: event k at step k
+  int stages = 0;                   // the ring's stages that the producer loaded into
+  int tiles = 0;
+  unsigned producer_thread = 0;                // the thread that issued the copies
+  std::array<unsigned, 2> consumer_threads{};  // the first thread of each consumer warpgroup
+  // The B descriptors of the wgmma of S = Q_i K_j^T for tile descriptor_tile (stage
+  // descriptor_stage) by consumer 0, one per 16 columns of the head dim, as the kernel passed them.
+  int descriptor_tile = 1;
+  int descriptor_stage = -1;
+  std::vector<std::uint64_t> k_descriptors;
+};
+// Throws std::runtime_error where the trace does not read as chapter 10's pipeline (a changed
+// kernel), and what ch10::hopper_attention throws.
+HopperTrace hopper_trace();
+std::string hopper_descriptor_figure();
+std::string hopper_pipeline_figure();
+
 // One figure file: its name in docs/figures/ and its content.
 struct Figure {
   std::string name;
   std::string svg;
 };
 
-// All eleven figures. benchmarks, cpu_benchmarks: the paths of docs/benchmarks.md and
+// All thirteen figures. benchmarks, cpu_benchmarks: the paths of docs/benchmarks.md and
 // docs/benchmarks-cpu.md; a missing file means no measurements. Throws std::invalid_argument when
 // a file holds a measured table that cannot be read (the reader's message), std::runtime_error
 // when a file exists but cannot be read.

@@ -29,9 +29,10 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   try {
     figures::write_figures(folder, benchmarks, cpu_benchmarks);
-    for (const char* name : {"online-softmax.svg", "flash-attention-2-tiles.svg", "hbm-traffic.svg",
-                             "worked-example.svg", "softmax-bench.svg", "mma-fragments.svg", "bank-conflicts.svg",
-                             "backward-tiles.svg", "decoding-merge.svg", "decoding-waves.svg", "ring-steps.svg"}) {
+    for (const char* name :
+         {"online-softmax.svg", "flash-attention-2-tiles.svg", "hbm-traffic.svg", "worked-example.svg",
+          "softmax-bench.svg", "mma-fragments.svg", "bank-conflicts.svg", "backward-tiles.svg", "decoding-merge.svg",
+          "decoding-waves.svg", "ring-steps.svg", "hopper-descriptor.svg", "hopper-pipeline.svg"}) {
       fmt::print("wrote {}\n", (std::filesystem::path(folder) / name).string());
     }
   } catch (const std::exception& e) {

@@ -117,6 +117,16 @@ inline std::string text(double x, double y, std::string_view content, std::strin
                      children.empty() ? "" : "\n" + std::string(children));
 }
 
+// Lines of small text one under the other, the first's baseline at y, `leading` pixels apart: a
+// caption too long for one line.
+inline std::string small_lines(double x, double y, double leading, const std::vector<std::string>& lines) {
+  std::string out;
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    out += text(x, y + leading * static_cast<double>(i), lines[i], R"(class="small")");
+  }
+  return out;
+}
+
 // <text> turned a quarter to the left around (x, y), for a vertical axis title.
 inline std::string vertical_text(double x, double y, std::string_view content, std::string_view attributes = {}) {
   return text(x, y, content,

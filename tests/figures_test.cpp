@@ -29,6 +29,8 @@
 #include "catch.h"
 #include "chapters/03_online_weighted_sum/online_weighted_sum.h"
 #include "chapters/05_flash_attention_2/lab/traffic_table.h"
+#include "chapters/10_hopper/hopper.h"
+#include "common/simt/hopper.h"
 #include "figures/figures.h"
 
 #ifndef FA_SOURCE_DIR
@@ -148,9 +150,10 @@ constexpr const char* measured_markdown = R"(# Benchmarks
 TEST_CASE("the committed figures are what the chapters' code draws now", "[figures]") {
   TemporaryFolder folder;
   figures::write_figures(folder.path, source_dir / "docs" / "benchmarks.md", source_dir / "docs" / "benchmarks-cpu.md");
-  for (const char* name : {"online-softmax.svg", "flash-attention-2-tiles.svg", "hbm-traffic.svg", "worked-example.svg",
-                           "softmax-bench.svg", "mma-fragments.svg", "bank-conflicts.svg", "backward-tiles.svg",
-                           "decoding-merge.svg", "decoding-waves.svg", "ring-steps.svg"}) {
+  for (const char* name :
+       {"online-softmax.svg", "flash-attention-2-tiles.svg", "hbm-traffic.svg", "worked-example.svg",
+        "softmax-bench.svg", "mma-fragments.svg", "bank-conflicts.svg", "backward-tiles.svg", "decoding-merge.svg",
+        "decoding-waves.svg", "ring-steps.svg", "hopper-descriptor.svg", "hopper-pipeline.svg"}) {
     const std::filesystem::path committed_path = source_dir / "docs" / "figures" / name;
     INFO("figure " << name);
     REQUIRE(std::filesystem::exists(committed_path));
@@ -458,4 +461,63 @@ TEST_CASE("figure 11 plays the ring: at step s rank r holds rank (r - s) mod P's
       CHECK(std::ranges::any_of(values, [&](double v) { return std::abs(v - from) <= 0.06; }));
     }
   }
+}
+
+TEST_CASE("figure 13's trace, read off the emulation, is chapter 10's ring of stages", "[figures]") {
+  const figures::HopperTrace trace = figures::hopper_trace();
+  const int Bc = ch10::kTileShapes[0].Bc;
+  REQUIRE(trace.stages == 2);
+  REQUIRE(trace.tiles == static_cast<int>(figures::hopper_rows_k) / Bc);
+  using figures::HopperLane;
+  using figures::HopperWhat;
+  // The step of the first event of `what` about tile j on `lane` (-1 when there is none).
+  const auto step = [&](HopperLane lane, HopperWhat what, int j) {
+    for (std::size_t k = 0; k < trace.events.size(); ++k) {
+      const figures::HopperEvent& e = trace.events[k];
+      if (e.lane == lane && e.what == what && e.tile == j) return static_cast<int>(k);
+    }
+    return -1;
+  };
+  for (int j = 0; j < trace.tiles; ++j) {
+    INFO("tile " << j);
+    for (const figures::HopperEvent& e : trace.events) {
+      if (e.tile == j) CHECK(e.stage == j % trace.stages);  // tile j through stage j % kStages
+    }
+    const int copy = step(HopperLane::producer, HopperWhat::tma_kv, j);
+    REQUIRE(copy >= 0);
+    CHECK(step(HopperLane::producer, HopperWhat::wait_empty, j) == copy - 1);
+    if (j >= trace.stages) {  // a refill only once both consumers have released the stage
+      CHECK(step(HopperLane::barriers, HopperWhat::empty_done, j - trace.stages) < copy);
+    }
+    CHECK(copy < step(HopperLane::barriers, HopperWhat::full_done, j));
+    for (const HopperLane c : {HopperLane::consumer0, HopperLane::consumer1}) {
+      const int full = step(c, HopperWhat::wait_full, j), scores = step(c, HopperWhat::scores, j);
+      const int pv = step(c, HopperWhat::pv, j), release = step(c, HopperWhat::release, j);
+      CHECK(step(HopperLane::barriers, HopperWhat::full_done, j) < full);
+      CHECK(full < scores);
+      CHECK(scores < step(c, HopperWhat::softmax, j));
+      CHECK(step(c, HopperWhat::softmax, j) < pv);
+      CHECK(pv < release);
+      CHECK(release <= step(HopperLane::barriers, HopperWhat::empty_done, j));
+      if (j + 1 < trace.tiles) {  // the next tile's S is issued before this tile's P V (FA3 Algorithm 2)
+        CHECK(step(c, HopperWhat::scores, j + 1) < pv);
+        CHECK(step(c, HopperWhat::softmax, j + 1) < release);
+      }
+    }
+  }
+}
+
+TEST_CASE("figure 12's descriptor is the kernel's K-major, 128B-swizzled B operand of S = Q K^T", "[figures]") {
+  const figures::HopperTrace trace = figures::hopper_trace();
+  REQUIRE(trace.k_descriptors.size() == figures::hopper_head_dim / 16);  // one wgmma per 16 columns
+  const simt::WgmmaDescriptorFields first = simt::decode_wgmma_descriptor(trace.k_descriptors[0]);
+  CHECK(first.swizzle == simt::Swizzle::b128);
+  CHECK(first.stride_byte_offset == 8 * 128);  // 8 rows of 128 bytes
+  CHECK(first.base_offset == 0);
+  CHECK(first.start_address % 1024 == 0);  // the stage's box starts at the pattern's repeat
+  for (std::size_t kd = 1; kd < trace.k_descriptors.size(); ++kd) {
+    CHECK(simt::decode_wgmma_descriptor(trace.k_descriptors[kd]).start_address == first.start_address + 32 * kd);
+  }
+  const std::string svg = figures::hopper_descriptor_figure();
+  CHECK(svg.find(fmt::format("0x{:016x}", trace.k_descriptors[0])) != std::string::npos);
 }

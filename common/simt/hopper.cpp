@@ -38,6 +38,7 @@
 #include "common/simt/half_precision.h"
 #include "common/simt/hopper.h"
 #include "common/simt/observer.h"
+#include "common/simt/trace.h"
 #include "common/simt/tsan_annotations.h"
 #include "common/simt/warp_collective.h"
 
@@ -347,6 +348,8 @@ void complete_wgmma(void* const* lane_operands) {
   std::sort(chunks.begin(), chunks.end());
   chunks.erase(std::unique(chunks.begin(), chunks.end()), chunks.end());
   const std::uint32_t read = observer::wgmma_read(site, group0, operand_bytes, chunks);
+  observer::trace(observer::TraceWgmma{group0, n, shape.a_in_registers, first.desc_a, first.desc_b,
+                                       s.threads[first.thread].committed});
   if (footprint != nullptr) {
     for (unsigned q = 0; q < warpgroup_threads; ++q) {
       const auto& o = *static_cast<const WgmmaOperands*>(lane_operands[q]);
@@ -737,6 +740,7 @@ void wgmma_wait_group(int n, const std::source_location& site) {
     std::memcpy(p.d, p.values.data(), sizeof(float) * static_cast<std::size_t>(p.count));
   });
   ts.fenced = false;
+  observer::trace(observer::TraceWgmmaWait{this_thread(), ts.committed, n});
 }
 
 void mbarrier_init(std::uint64_t* bar, unsigned count, const std::source_location& site) {
@@ -876,6 +880,7 @@ void cp_async_bulk_tensor_to_shared(void* dst, const TensorMap* map, int rank, c
       observer::tma_load_issued(site, c.thread, tma_bytes(c.map, c.coordinates),
                                 observer::async_watched() ? box_chunks(c.map, c.coordinates, c.dst) : no_chunks);
   state().copies.push_back(c);
+  observer::trace(observer::TraceTma{c.thread, bar, c.coordinates, c.dst, c.bytes});
   SIMT_TSAN_RELEASE(bar);  // for whoever lands the copy
 }
 

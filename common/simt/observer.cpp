@@ -8,6 +8,7 @@
 #include "common/simt/observer.h"
 
 #include <atomic>
+#include <stdexcept>
 
 #include "common/simt/block.h"
 #include "common/simt/device_code.h"
@@ -16,7 +17,10 @@
 #include "common/simt/profiled_copy.h"
 #include "common/simt/racecheck_async.h"
 #include "common/simt/racecheck_recorder.h"
+#include "common/simt/schedule.h"
 #include "common/simt/sites.h"
+#include "common/simt/trace.h"
+#include "common/simt/tsan_annotations.h"
 
 namespace simt {
 
@@ -124,8 +128,44 @@ void atomic_access(const std::source_location& site, const void* address, std::u
                             racecheck::detail::Operation::atomic);
 }
 
+// The trace's listener (TraceScope), and the address ThreadSanitizer orders its calls by: the
+// fibers of a block are threads to it, and not every event is inside hopper.cpp's bookkeeping.
+namespace {
+std::atomic<TraceListener*> trace_listener{nullptr};
+char trace_token = 0;
+
+template <class Event>
+void to_listener(const Event& e) {
+  TraceListener* listener = trace_listener.load(std::memory_order_acquire);
+  if (listener == nullptr) return;
+  SIMT_TSAN_ACQUIRE(&trace_token);
+  listener->on(e);
+  SIMT_TSAN_RELEASE(&trace_token);
+}
+}  // namespace
+
+TraceScope::TraceScope(TraceListener& listener) {
+  TraceListener* none = nullptr;
+  if (!trace_listener.compare_exchange_strong(none, &listener)) {
+    throw std::logic_error("simt::observer::TraceScope: a trace listener is installed already");
+  }
+  set_schedule(Schedule::in_order);
+  set_host_threads(1);
+}
+
+TraceScope::~TraceScope() {
+  reset_schedule();
+  reset_host_threads();
+  trace_listener.store(nullptr, std::memory_order_release);
+}
+
+void trace(const TraceTma& e) { to_listener(e); }
+void trace(const TraceWgmma& e) { to_listener(e); }
+void trace(const TraceWgmmaWait& e) { to_listener(e); }
+
 bool async_watched() { return racecheck_block && racecheck::detail::async_order() != nullptr; }
 void async_event(const AsyncEvent& e) {
+  to_listener(e);
   if (!racecheck_block) return;
   if (racecheck::detail::AsyncOrder* order = racecheck::detail::async_order()) order->on(e);
 }
