@@ -1,9 +1,17 @@
 # Libraries the project uses but does not teach. Each one is looked up with find_package; a missing
 # one stops the configure with the Debian/Ubuntu package to install, or, with
 # -DFA_FETCH_DEPENDENCIES=ON and an internet connection, is downloaded by FetchContent instead.
-# Nothing is copied into the repository.
+# Nothing is copied into the repository. FA_FETCH_DEPENDENCIES=ON in the environment of the first
+# configure does the same (as FA_WARNINGS_AS_ERRORS, cmake/Options.cmake): scripts/check_setup.sh
+# configures the default preset, and a notebook (docs/workshop.md, "On Colab or Kaggle") sets it so.
 
-option(FA_FETCH_DEPENDENCIES "Download fmt, CLI11, Catch2, Google Benchmark and Google Highway when not installed" OFF)
+if("$ENV{FA_FETCH_DEPENDENCIES}")
+  set(fa_fetch_dependencies_default ON)
+else()
+  set(fa_fetch_dependencies_default OFF)
+endif()
+option(FA_FETCH_DEPENDENCIES "Download fmt, CLI11, Catch2, Google Benchmark and Google Highway when not installed"
+       ${fa_fetch_dependencies_default})
 include(FetchContent)
 
 # fa_require(<find_package name> <apt package> <git repository> <git tag>)

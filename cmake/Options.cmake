@@ -55,7 +55,7 @@ if(FA_SANITIZE STREQUAL "" AND FA_CUDA)
       # that the driver can JIT it for newer GPUs. sm_80 rather than CUDA 13's oldest, sm_75: the
       # tensor-core instructions (mma.sync m16n8k16 with bf16, cp.async) start at sm_80, and the
       # build without a GPU is the one that proves their inline PTX assembles. Built natively for
-      # an older GPU, those instructions trap at run time (common/simt/tensor_core_gpu.h).
+      # an older GPU (a T4: sm_75), chapter 06 stays on the CPU (FA_CUDA_SM80, below).
       find_program(FA_NVIDIA_SMI nvidia-smi)
       if(FA_NVIDIA_SMI)
         set(CMAKE_CUDA_ARCHITECTURES native)
@@ -77,6 +77,45 @@ if(FA_SANITIZE STREQUAL "" AND FA_CUDA)
     set(FA_HAVE_CUDA ON)
   endif()
 endif()
+
+# FA_CUDA_SM80: whether every architecture the GPU path is built for is sm_80 (A100) or newer.
+# Chapter 06's kernel needs it: mma.sync m16n8k16 (bf16 and fp16) starts at sm_80, and ptxas refuses
+# it for an older target. Where an architecture below sm_80 is in the list (a T4 is sm_75, and
+# `native` on it means 75), chapter 06's kernel is compiled for the CPU only, its program runs on the
+# CPU unless --device gpu is given, and refuses that in one line (ch06::check_device); chapters 04,
+# 05, 07, 08 and 09 (with float32) still run on the GPU (cp.async has a synchronous form for sm_75:
+# common/simt/tensor_core_gpu.h). Values: a number with a suffix (75, 80-real, 90a, 100f), a list of
+# them, `native` (the GPUs found, CMAKE_CUDA_ARCHITECTURES_NATIVE), or `all`, `all-major` and OFF,
+# which count as below sm_80 (they include nvcc's oldest target).
+set(FA_CUDA_SM80 OFF)
+if(FA_HAVE_CUDA)
+  set(fa_architectures ${CMAKE_CUDA_ARCHITECTURES})
+  if(fa_architectures STREQUAL "native")
+    set(fa_architectures ${CMAKE_CUDA_ARCHITECTURES_NATIVE})
+  endif()
+  list(LENGTH fa_architectures fa_count)
+  if(fa_count GREATER 0)
+    set(FA_CUDA_SM80 ON)
+  endif()
+  foreach(arch IN LISTS fa_architectures)
+    if(NOT arch MATCHES "^([0-9]+)")
+      set(FA_CUDA_SM80 OFF)
+    elseif(CMAKE_MATCH_1 LESS 80)
+      set(FA_CUDA_SM80 OFF)
+    endif()
+  endforeach()
+endif()
+# FA_SASS_ARCHS: the same architectures as scripts/sass_report.py names them (75 -> sm_75, 80-real ->
+# sm_80, 90a -> sm_90a), for the SASS report of the build's own machine code (sass-report-05).
+set(FA_SASS_ARCHS "")
+if(FA_HAVE_CUDA)
+  foreach(arch IN LISTS fa_architectures)
+    if(arch MATCHES "^([0-9]+a?)")
+      list(APPEND FA_SASS_ARCHS sm_${CMAKE_MATCH_1})
+    endif()
+  endforeach()
+  list(REMOVE_DUPLICATES FA_SASS_ARCHS)
+endif()
 if(FA_REQUIRE_CUDA AND NOT FA_CUDA)
   message(FATAL_ERROR "The cuda preset builds the GPU path, which FA_CUDA=OFF leaves out: drop -DFA_CUDA=OFF "
                       "(or use the default preset, which runs every kernel on the CPU).")
@@ -87,6 +126,18 @@ elseif(FA_REQUIRE_CUDA AND NOT FA_HAVE_CUDA)
 endif()
 if(FA_CUDA)
   message(STATUS "GPU path (nvcc): ${FA_HAVE_CUDA}")
+  if(FA_HAVE_CUDA)
+    set(fa_architectures_text "${CMAKE_CUDA_ARCHITECTURES}")
+    if(CMAKE_CUDA_ARCHITECTURES STREQUAL "native")
+      set(fa_architectures_text "native, ${CMAKE_CUDA_ARCHITECTURES_NATIVE}")
+    endif()
+    if(FA_CUDA_SM80)
+      message(STATUS "GPU architectures: ${fa_architectures_text}; chapter 06 on the GPU: ON")
+    else()
+      message(STATUS "GPU architectures: ${fa_architectures_text}; chapter 06 on the GPU: OFF (its mma.sync "
+                     "m16n8k16 needs sm_80 or newer: it runs on the CPU)")
+    endif()
+  endif()
 else()
   message(STATUS "GPU path (nvcc): OFF (FA_CUDA=OFF)")
 endif()

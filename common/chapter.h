@@ -492,6 +492,23 @@ struct AttentionFlags {
   // naming the flag or the file and what is accepted.
   AttentionShape plan(Plan& plan) const;
   Device chosen_device() const;
+  // The same for a kernel that not every GPU runs (chapters 06 and 10): check(device) throws
+  // std::runtime_error, in one line, for a GPU that cannot run it. When no --device is given and
+  // the GPU is refused so, the CPU; then check(device), so that --device gpu there throws what
+  // check throws.
+  template <class Check>
+  Device chosen_device(Check check) const {
+    Device d = chosen_device();
+    if (device.empty() && d == Device::gpu) {
+      try {
+        check(d);
+      } catch (const std::runtime_error&) {
+        d = Device::cpu;
+      }
+    }
+    check(d);
+    return d;
+  }
 
   // Step 4: Q, K, V from the .npy files, or drawn normal(0, 1) from --seed. Throws as plan().
   struct Inputs {

@@ -45,4 +45,19 @@ void require_device(Device d) {
   }
 }
 
+GpuInfo current_gpu() {
+  require_device(Device::gpu);
+#if FA_HAVE_CUDA
+  int device = 0;
+  cudaDeviceProp prop{};
+  if (cudaGetDevice(&device) != cudaSuccess || cudaGetDeviceProperties(&prop, device) != cudaSuccess) {
+    const cudaError_t error = cudaGetLastError();
+    throw std::runtime_error(fmt::format("the CUDA runtime cannot describe the GPU: {}", cudaGetErrorString(error)));
+  }
+  return {prop.name, prop.major, prop.minor};
+#else
+  return {};  // (require_device threw: no GPU path)
+#endif
+}
+
 }  // namespace fa

@@ -27,4 +27,14 @@ inline Device default_device() { return gpu_available() ? Device::gpu : Device::
 // Throws std::runtime_error saying why, when d == Device::gpu and no GPU can be used.
 void require_device(Device d);
 
+// The current GPU as a chapter that needs a newer one names it: its name and compute capability.
+struct GpuInfo {
+  std::string name;  // "Tesla T4"
+  int major = 0;     // 7 for a T4 (sm_75), 8 for an A100, 9 for an H100 or H200
+  int minor = 0;
+};
+// The current GPU's name and compute capability. Throws std::runtime_error saying why when no GPU
+// can be used (require_device) or the CUDA runtime fails to say.
+GpuInfo current_gpu();
+
 }  // namespace fa

@@ -63,7 +63,31 @@ cxx=${CXX:-$(command -v c++ || command -v g++ || command -v clang++ || true)}
 [ -n "$cxx" ] || not_ready "no C++ compiler found (g++ 11 or newer): $fix"
 echo "   cmake $cmake_version, ninja $(ninja --version), $("$cxx" --version | head -1)"
 gpu=$(nvidia-smi -L 2>/dev/null | head -1)
-echo "   GPU: ${gpu:-none (fine: every kernel also runs on the CPU; the GPU tests will report SKIPPED)}"
+# Which chapters run on this GPU, from its compute capability (docs/workshop.md, "On Colab or Kaggle"):
+# chapter 06 needs 8.0 (mma.sync m16n8k16 on bf16 and fp16, cp.async), chapter 10 a Hopper, 9.0.
+chapters_on_gpu() {
+  local cc
+  cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')
+  case "$cc" in
+    '' | *[!0-9]*) echo "its compute capability unknown" ;;
+    90) echo "compute capability 9.0: chapters 04 to 10 run on it" ;;
+    *)
+      if [ "$cc" -ge 80 ]; then
+        echo "compute capability ${cc%?}.${cc: -1}: chapters 04 to 09 run on it; 10 (a Hopper's, 9.0) on the CPU"
+      elif [ "$cc" -ge 75 ]; then
+        echo "compute capability ${cc%?}.${cc: -1}: chapters 04, 05, 07, 08 and 09 run on it, where their" \
+          "tiles fit its 64 KiB of shared memory per block; 06 (needs 8.0) and 10 (9.0) on the CPU"
+      else
+        echo "compute capability ${cc%?}.${cc: -1}: older than 7.5, CUDA 13's oldest target: every chapter on the CPU"
+      fi
+      ;;
+  esac
+}
+if [ -n "$gpu" ]; then
+  echo "   GPU: $gpu; $(chapters_on_gpu)"
+else
+  echo "   GPU: none (fine: every kernel also runs on the CPU; the GPU tests will report SKIPPED)"
+fi
 
 mkdir -p "$logs" || not_ready "cannot create $logs"
 

@@ -17,8 +17,8 @@ disassembles it with cuobjdump, and prints for every kernel instance (one templa
   wgmma       for sm_90a: "wgmma serialized: none", or the kernels for which ptxas -v says that
               it serialised the wgmma (infos C7514, C7515: "wgmma.mma_async instructions are
               serialized due to ..."): each then waits for the one before, and no overlap is left
-  ceilings    the TFLOP/s those counts allow on the GPUs of that architecture (A100 for sm_80,
-              H100 SXM and H200 for sm_90 and sm_90a), one per unit: tensor cores, shared-memory bandwidth,
+  ceilings    the TFLOP/s those counts allow on the GPUs of that architecture (T4 for sm_75, A100
+              for sm_80, H100 SXM and H200 for sm_90 and sm_90a), one per unit: tensor cores, shared-memory bandwidth,
               instruction issue, MUFU; and the lowest of them. Every ceiling is a MODEL: it
               assumes that the pipes overlap perfectly and that nothing else (latency, barriers,
               global memory, occupancy) stands in the way. A measured kernel is slower.
@@ -64,6 +64,7 @@ that allocation. Occupancy is computed from ptxas's count.
 Usage:
   scripts/sass_report.py                       chapter 06, sm_80 and sm_90
   scripts/sass_report.py --chapter 05 --arch sm_90
+  scripts/sass_report.py --chapter 05 --arch sm_75   a T4's machine code (chapter 06's kernel needs sm_80)
   scripts/sass_report.py --chapter 10          chapter 10, sm_90a (its only architecture)
   scripts/sass_report.py --source FILE.cu      any CUDA source (a test kernel)
   scripts/sass_report.py --json out.json ...   the same figures as JSON, besides the tables
@@ -117,6 +118,7 @@ class Gpu:
     registers_per_sm: int = 65536
     threads_per_sm: int = 2048
     blocks_per_sm: int = 32
+    reserved_shared: int = RESERVED_SHARED  # bytes the system keeps per block (none before cc 8.0)
     source: str = ""
 
     def flop_per_clock(self):
@@ -125,6 +127,10 @@ class Gpu:
 
 
 GPUS = [
+    Gpu("T4", "sm_75", 40, 1.59, 65.0, 64 * 1024, 64 * 1024, threads_per_sm=1024, blocks_per_sm=16,
+        reserved_shared=0,
+        source="T4 datasheet and Turing whitepaper: 40 SMs, 1590 MHz boost, 65 TFLOP/s fp16 with float32 "
+               "accumulation, 64 KB shared per SM; cc 7.5: 1024 threads, 16 blocks per SM"),
     Gpu("A100 SXM4", "sm_80", 108, 1.41, 312.0, 164 * 1024, 163 * 1024,
         source="A100 whitepaper: 108 SMs, 1410 MHz, 312 TFLOP/s dense bf16, 164 KB shared per SM"),
     Gpu("H100 SXM5", "sm_90", 132, 1.83, 989.0, 228 * 1024, 227 * 1024,
@@ -180,7 +186,17 @@ CHAPTERS = {
 # The architectures a chapter is reported for by default. Chapter 10 exists for sm_90a only (wgmma
 # and setmaxnreg); sm_90a runs on the GPUs of sm_90 (H100, H200).
 DEFAULT_ARCHS = {"10": ["sm_90a"]}
-ARCHS = ["sm_80", "sm_90", "sm_90a"]
+# The architectures with GPUs in GPUS (occupancy and ceilings); --arch takes any sm_NN or sm_NNa that
+# nvcc knows, and reports the others without those columns. The build's own are what the
+# sass-report-05 target passes (chapters/05_flash_attention_2/CMakeLists.txt).
+ARCHS = ["sm_75", "sm_80", "sm_90", "sm_90a"]
+
+
+def arch_name(text):
+    """An --arch value: sm_ followed by a number, and `a` for the arch-specific targets (sm_90a)."""
+    if not re.fullmatch(r"sm_[0-9]+a?", text):
+        raise argparse.ArgumentTypeError(f"{text}: give sm_NN or sm_NNa, e.g. {' '.join(ARCHS)}")
+    return text
 
 
 def gpus_of(arch):
@@ -594,8 +610,8 @@ def main_loop(instructions):
 def occupancy(gpu, registers, threads, shared):
     """(blocks per SM, warps per SM, what limits them) for a block of `threads` threads using
     `registers` registers per thread and `shared` bytes of shared memory (dynamic + static, without
-    the reserved 1 KiB). Registers are allocated per warp in units of 256 (CUDA C++ Programming
-    Guide, occupancy calculator's rules for cc 8.x and 9.0)."""
+    the reserved 1 KiB of cc 8.0 and newer). Registers are allocated per warp in units of 256 (CUDA
+    C++ Programming Guide, occupancy calculator's rules for cc 7.5, 8.x and 9.0)."""
     warps = math.ceil(threads / 32)
     per_warp = math.ceil(max(registers, 1) * 32 / 256) * 256
     limits = {
@@ -604,7 +620,7 @@ def occupancy(gpu, registers, threads, shared):
         "blocks": gpu.blocks_per_sm,
     }
     if shared is not None:
-        block = shared + RESERVED_SHARED
+        block = shared + gpu.reserved_shared
         limits["shared memory"] = 0 if shared > gpu.shared_per_block else gpu.shared_per_sm // block
     blocks = min(limits.values())
     limiting = [k for k, v in limits.items() if v == blocks]
@@ -779,8 +795,9 @@ def main(argv=None):
     ap.add_argument("--chapter", default="06", choices=sorted(CHAPTERS), help="the chapter's kernels (default 06)")
     ap.add_argument("--source", help="a CUDA source to report on instead of the chapter's own (a variant of "
                     "it, whose launch shapes are the chapter's, or a test kernel)")
-    ap.add_argument("--arch", nargs="+", choices=ARCHS,
-                    help="architectures (default: sm_80 sm_90; for chapter 10 sm_90a, the only one it is built for)")
+    ap.add_argument("--arch", nargs="+", type=arch_name,
+                    help="architectures, e.g. sm_75 (T4), sm_80, sm_90 (default: sm_80 sm_90; for chapter 10 "
+                    "sm_90a, the only one it is built for)")
     ap.add_argument("--nvcc", default=os.environ.get("CUDACXX") or "nvcc", help="the nvcc to compile with")
     ap.add_argument("--json", help="also write the figures to this file")
     ap.add_argument("--keep", help="keep the .cubin files in this folder")

@@ -346,6 +346,9 @@ TEST_CASE("the ring's result does not depend on P beyond float32 rounding", "[ch
 }
 
 TEST_CASE("a bf16 ring agrees with chapter 05 within chapter 06's error budget", "[ch09]") {
+  if (fa_test::kDevice == fa::Device::gpu && ch06::reference_device(fa_test::kDevice) != fa::Device::gpu) {
+    FA_SKIP("chapter 06's kernel, which a bf16 ring runs, cannot run on this GPU or build (ch06::check_device)");
+  }
   const fa_test::AttentionInputs raw = inputs(45, 64, 29);
   const fa::Tensor4<float> Q = ch06::round_to(raw.Q, ch06::ElementType::bf16, "Q");
   const fa::Tensor4<float> K = ch06::round_to(raw.K, ch06::ElementType::bf16, "K");

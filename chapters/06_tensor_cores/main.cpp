@@ -51,10 +51,14 @@ float32 accumulation), checked against chapter 05.)");
   try {
     program.parse(argc, argv);
 
-    // Everything this run needs, checked before anything is allocated or printed.
+    // Everything this run needs, checked before anything is allocated or printed; on --device gpu,
+    // a GPU older than sm_80 (a T4), or a build whose GPU path lacks this kernel, is refused here,
+    // in one line (status 2).
     const ch06::ElementType element = ch06::parse_element_type(dtype_text);
     const std::string type(ch06::to_string(element));
-    const fa::Device device = flags.chosen_device();
+    // The GPU when one is asked for (--device gpu), or, when none is named, when the GPU there is
+    // can run this kernel; else the CPU.
+    const fa::Device device = flags.chosen_device(ch06::check_device);
     fa::Plan plan;
     const fa::AttentionShape shape = flags.plan(plan);
     (void)ch06::check_problem(shape, {flags.scale, flags.causal, tile, element});

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "common/device.h"
 #include "common/simt/half_precision.h"
 
 namespace ch06 {
@@ -52,6 +53,34 @@ fa::Tensor4<float> round_to(const fa::Tensor4<float>& x, ElementType element, st
   fa::Tensor4<float> out(x.shape);
   for (std::size_t k = 0; k < bits.size(); ++k) out.values[k] = element_value(bits[k], element);
   return out;
+}
+
+void check_device(fa::Device device) {
+  fa::require_device(device);
+  if (device != fa::Device::gpu) return;
+  const fa::GpuInfo gpu = fa::current_gpu();
+  if (gpu.major < 8) {
+    throw std::runtime_error(
+        fmt::format("chapter 06 needs a GPU of compute capability 8.0 or newer (sm_80: mma.sync "
+                    "m16n8k16 on bf16 and fp16, cp.async); {} is {}.{} (run it with --device cpu)",
+                    gpu.name, gpu.major, gpu.minor));
+  }
+  if (!CH06_GPU) {
+    throw std::runtime_error(fmt::format(
+        "chapter 06's kernel is not in this build's GPU path: an architecture of CMAKE_CUDA_ARCHITECTURES is older "
+        "than sm_80, which its mma.sync m16n8k16 needs; reconfigure with -DCMAKE_CUDA_ARCHITECTURES=native for this "
+        "{} ({}.{}), or run it with --device cpu",
+        gpu.name, gpu.major, gpu.minor));
+  }
+}
+
+fa::Device reference_device(fa::Device device) noexcept {
+  try {
+    check_device(device);
+    return device;
+  } catch (const std::exception&) {
+    return fa::Device::cpu;
+  }
 }
 
 ElementType parse_element_type(std::string_view name) {

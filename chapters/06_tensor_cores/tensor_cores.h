@@ -93,6 +93,18 @@ Run run_tensor_cores;
 Launch launch_tensor_cores;
 }  // namespace gpu
 
+// Throws std::runtime_error, in one line, on Device::gpu when chapter 06 cannot run there: no GPU
+// (fa::require_device), a GPU older than compute capability 8.0 (mma.sync m16n8k16 on bf16 and
+// fp16, cp.async: sm_80; a T4 is 7.5), or a build whose GPU path does not hold this kernel (an
+// architecture below sm_80 in CMAKE_CUDA_ARCHITECTURES: CH06_GPU is 0, cmake/Options.cmake). Nothing
+// on the CPU. Defined in tensor_cores.cpp.
+void check_device(fa::Device device);
+
+// Where chapter 06's kernel runs as a reference beside another kernel that runs on `device`
+// (chapter 08's check of its 16-bit decoding): `device`, or the CPU where check_device refuses the
+// GPU (a T4). Never throws (a GPU that cannot be used counts as refused). Defined in tensor_cores.cpp.
+fa::Device reference_device(fa::Device device) noexcept;
+
 // The problem as the kernel will see it, after every check that tensor_core_attention makes
 // before it touches the data (fa::device_problem: the head dim and the tile among kCompiled, the
 // scale, the grid's limits and int indexing). Throws std::invalid_argument as tensor_core_attention
@@ -109,7 +121,8 @@ inline DeviceProblem check_problem(const fa::AttentionShape& shape, const Option
 // Throws std::invalid_argument (naming what is accepted) for another head_dim or tile shape,
 // shapes that do not fit together, a scale that is not finite, an input the element type cannot
 // hold, sizes past the kernel's int indexing, or batch * heads > 65535 (the grid's y limit);
-// std::runtime_error when device == gpu and no GPU can be used, or for a CUDA error.
+// std::runtime_error when device == gpu and chapter 06 cannot run there (check_device), or for a
+// CUDA error.
 // Source: Dao 2023, FlashAttention-2, Algorithm 1 (forward pass) and section 3.3 (warps).
 inline Result tensor_core_attention(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K,
                                     const fa::Tensor4<float>& V, const Options& options = {},
@@ -118,7 +131,14 @@ inline Result tensor_core_attention(const fa::Tensor4<float>& Q, const fa::Tenso
   check_fits(Q, options.element, "Q");
   check_fits(K, options.element, "K");
   check_fits(V, options.element, "V");
+  check_device(device);
+#if CH06_GPU
   return fa::build_for(device, FA_BUILDS(ch06, run_tensor_cores))(Q, K, V, problem);
+#else
+  // No ch06::gpu in this build (check_device refused Device::gpu above): the CPU's builds only.
+  return fa::build_for(device, fa::Builds<Run>{&cpu::run_tensor_cores, FA_IF_PROFILED(cpu_profiled::run_tensor_cores)})(
+      Q, K, V, problem);
+#endif
 }
 
 }  // namespace ch06

@@ -672,6 +672,15 @@ void print_cluster_model(double tflops) {
   }
 }
 
+// The device of this run: flags.chosen_device(), except that with bf16 or fp16 (chapter 06's kernel)
+// and no device named, a GPU that cannot run that kernel (older than sm_80, a T4) leaves the run on
+// the CPU, as chapter 06's program does. Throws std::runtime_error, in one line, as
+// fa::require_device and ch06::check_device do (--device gpu on such a GPU).
+fa::Device ring_device(const fa::AttentionFlags& flags, const ch09::Options& options) {
+  if (options.element == ch08::CacheType::float32) return flags.chosen_device();
+  return flags.chosen_device(ch06::check_device);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -751,7 +760,7 @@ the model in cluster_model.h: the transfer hides behind the compute once each GP
     fa::Plan plan;
     // The whole problem's [batch, heads, seq_len, head_dim], as rank 0 checked it.
     const fa::Shape4 full = rank_0_checks(mpi, [&] {
-      device = flags.chosen_device();
+      device = ring_device(flags, options);
       const fa::AttentionShape shape = flags.plan(plan);  // Q, K, V whole: rank 0 draws or reads them
       if (backward) {
         ch09::check_backward_problem(shape, P, options);
@@ -791,7 +800,7 @@ the model in cluster_model.h: the transfer hides behind the compute once each GP
       // The other ranks' own checks: the device, and on the CPU simt's variables (AttentionFlags::plan
       // for inputs of that shape drawn from the seed: it opens no file). They hold shards only, so
       // its memory for the whole Q, K, V is not theirs.
-      device = flags.chosen_device();
+      device = ring_device(flags, options);
       fa::AttentionFlags shaped = flags;
       shaped.q_path = shaped.k_path = shaped.v_path = "";
       shaped.batch = full.batch;

@@ -55,14 +55,7 @@ and a consumer warpgroup; bf16 or fp16 inputs, float32 accumulation), checked ag
     const ch10::ElementType element = ch06::parse_element_type(dtype_text);
     // The GPU when one is asked for (--device gpu: it must be a Hopper), or, when none is named,
     // when the GPU there is is one; else the CPU.
-    fa::Device device = flags.chosen_device();
-    if (flags.device.empty() && device == fa::Device::gpu) {
-      try {
-        ch10::check_device(device);
-      } catch (const std::runtime_error&) {
-        device = fa::Device::cpu;
-      }
-    }
+    const fa::Device device = flags.chosen_device(ch10::check_device);
     fa::Plan plan;
     const fa::AttentionShape shape = flags.plan(plan);
     const ch10::DeviceProblem problem = ch10::check_problem(shape, {flags.scale, flags.causal, element});

@@ -3,9 +3,16 @@
 //
 // Architectures. mma.m16n8k16 with .bf16 or .f16 inputs and cp.async need sm_80 (A100) or later;
 // ldmatrix needs sm_75. The project builds for sm_80 when no GPU is present (cmake/Options.cmake)
-// and for the local GPU otherwise. Compiled for an older GPU (a Turing card, sm_75), these
-// functions trap at run time instead of failing the whole build: every chapter before the tensor
-// cores still builds and runs there, and a kernel that uses them stops with an error.
+// and for the local GPU otherwise. Compiled for an older GPU (a Turing card such as the T4, sm_75):
+//   - mma_m16n8k16_*: traps at run time instead of failing the whole build (ptxas refuses
+//     .m16n8k16 below sm_80). Chapter 06, its one user, is then built for the CPU only
+//     (FA_CUDA_SM80, cmake/Options.cmake), so no kernel of the project reaches the trap; simt's
+//     GPU test of it skips there.
+//   - cp_async_16: a plain synchronous 16-byte copy (zeros when !valid, without reading the source),
+//     and cp_async_commit_group / cp_async_wait_group do nothing. The same semantics: a copy that
+//     is complete before it returns is one that cp.async could have made, and every wait finds
+//     its groups complete. Chapter 08's decoding kernel runs on a T4 so (without the overlap of
+//     the copy with the arithmetic that cp.async gives on sm_80).
 // Source: PTX ISA, "mma" (Target ISA notes), "ldmatrix", "cp.async"; CUDA C++ Programming Guide,
 // "Address Space Conversion Functions" (__cvta_generic_to_shared).
 #pragma once
@@ -99,16 +106,16 @@ __device__ __forceinline__ void cp_async_16(void* shared_dst, const void* global
                "r"(src_size)
                : "memory");
 #else
-  SIMT_SM80_OR_TRAP();
+  // sm_75: both addresses are 16-byte aligned (as cp.async requires), so one int4 each way.
+  *static_cast<int4*>(shared_dst) = valid ? *static_cast<const int4*>(global_src) : make_int4(0, 0, 0, 0);
 #endif
 }
 
 __device__ __forceinline__ void cp_async_commit_group() {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
   asm volatile("cp.async.commit_group;\n" ::: "memory");
-#else
-  SIMT_SM80_OR_TRAP();
 #endif
+  // sm_75: nothing to group; cp_async_16 copied at once.
 }
 
 template <int N>
@@ -116,9 +123,8 @@ __device__ __forceinline__ void cp_async_wait_group() {
   static_assert(N >= 0, "cp.async.wait_group N: N is the number of groups left in flight, >= 0");
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-#else
-  SIMT_SM80_OR_TRAP();
 #endif
+  // sm_75: nothing in flight; cp_async_16 copied at once.
 }
 
 }  // namespace gpu
