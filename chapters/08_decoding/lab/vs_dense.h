@@ -85,8 +85,8 @@ struct Agreement {
 };
 
 // Runs the reference chapter on each sequence's dense equivalent (on `device`; chapter 06, the
-// reference of a 16-bit cache, on the CPU where that GPU cannot run it: ch06::reference_device) and compares the
-// decoded O and L with it. Q: [batch, heads, seq_len_q, head_dim]; K, V: the dense cache
+// reference of a 16-bit cache, on the CPU where that GPU cannot run it: ch06::reference_device)
+// and compares the decoded O and L with it. Q: [batch, heads, seq_len_q, head_dim]; K, V: the dense cache
 // [batch, kv_heads, seq_len_k, head_dim] as given to dense_cache or paged_cache; lengths: the
 // sequences' cache lengths; options: as given to decode_attention; `splits`: the count it used;
 // decoded: its result. Throws std::invalid_argument for shapes that do not fit, and what the
