@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <span>
 #include <stdexcept>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "common/simt/simt.h"
@@ -494,29 +496,20 @@ std::vector<float> run_wgmma_fp8_n(const WgmmaProblemImage& p) {
   throw std::invalid_argument("simt_hopper_test: FP8 types other than e4m3 run at N = 64 and 256 only");
 }
 
-std::vector<float> wgmma_fp8_any_n(const WgmmaProblemImage& p) {
-  switch (p.n) {
-    case 8:
-      return run_wgmma_fp8_n<8>(p);
-    case 16:
-      return run_wgmma_fp8_n<16>(p);
-    case 32:
-      return run_wgmma_fp8_n<32>(p);
-    case 64:
-      return run_wgmma_fp8_n<64>(p);
-    case 96:
-      return run_wgmma_fp8_n<96>(p);
-    case 128:
-      return run_wgmma_fp8_n<128>(p);
-    case 192:
-      return run_wgmma_fp8_n<192>(p);
-    default:
-      return run_wgmma_fp8_n<256>(p);
+// The run of p.n among the N of hopper.h.
+template <int... Ns>
+std::vector<float> wgmma_fp8_any_n(const WgmmaProblemImage& p, std::integer_sequence<int, Ns...>) {
+  std::vector<float> d;
+  if (!((p.n == Ns && (d = run_wgmma_fp8_n<Ns>(p), true)) || ...)) {
+    throw std::invalid_argument("simt_hopper_test: no FP8 wgmma of N = " + std::to_string(p.n));
   }
+  return d;
 }
 
 std::vector<float> wgmma(const WgmmaProblemImage& p) {
-  if (p.fp8 != Fp8Types::none) return wgmma_fp8_any_n(p);
+  if (p.fp8 != Fp8Types::none) {
+    return wgmma_fp8_any_n(p, std::integer_sequence<int, 8, 16, 32, 64, 96, 128, 192, 256>{});
+  }
   switch (p.n) {
     case 64:
       return run_wgmma_n<64>(p);
