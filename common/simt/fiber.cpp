@@ -33,7 +33,7 @@
 #define SIMT_TSAN 0
 #endif
 
-namespace simt::cpu::detail {
+namespace simt::inline cpu::detail {
 
 namespace fctx = boost::context::detail;
 
@@ -201,4 +201,4 @@ void Fiber::entry(void* from_context, const Jump* jump) noexcept {
   }
 }
 
-}  // namespace simt::cpu::detail
+}  // namespace simt::inline cpu::detail

@@ -31,7 +31,7 @@
 
 #include <cstddef>
 
-namespace simt::cpu::detail {
+namespace simt::inline cpu::detail {
 
 class Fiber {
  public:
@@ -83,4 +83,4 @@ class Fiber {
   void* tsan_host_ = nullptr;
 };
 
-}  // namespace simt::cpu::detail
+}  // namespace simt::inline cpu::detail

@@ -153,7 +153,8 @@ std::uint32_t tma_store_issued(const std::source_location& site, unsigned thread
 }  // namespace observer
 
 // device_code.h's atomicAdd in a profiled copy.
-namespace cpu::detail {
+inline namespace cpu {
+namespace detail {
 namespace {
 template <class T>
 T atomic_add(T* address, T value, const std::source_location& site) {
@@ -170,7 +171,8 @@ int atomic_add_seen(int* address, int value, const std::source_location& site) {
 unsigned atomic_add_seen(unsigned* address, unsigned value, const std::source_location& site) {
   return atomic_add(address, value, site);
 }
-}  // namespace cpu::detail
+}  // namespace detail
+}  // namespace cpu
 
 namespace observer {
 
@@ -223,15 +225,15 @@ extern "C" {
   }                                                                                                      \
   void __tsan_unaligned_write##size(void* a) {                                                           \
     simt::observer::hook(reinterpret_cast<std::uintptr_t>(a), size, true, __builtin_return_address(0));  \
+  }                                                                                                      \
+  void __tsan_read_write##size(void* a) {                                                                \
+    simt::observer::hook(reinterpret_cast<std::uintptr_t>(a), size, false, __builtin_return_address(0)); \
+    simt::observer::hook(reinterpret_cast<std::uintptr_t>(a), size, true, __builtin_return_address(0));  \
+  }                                                                                                      \
+  void __tsan_unaligned_read_write##size(void* a) {                                                      \
+    simt::observer::hook(reinterpret_cast<std::uintptr_t>(a), size, false, __builtin_return_address(0)); \
+    simt::observer::hook(reinterpret_cast<std::uintptr_t>(a), size, true, __builtin_return_address(0));  \
   }
-void __tsan_read_write##size(void* a) {
-  simt::observer::hook(reinterpret_cast<std::uintptr_t>(a), size, false, __builtin_return_address(0));
-  simt::observer::hook(reinterpret_cast<std::uintptr_t>(a), size, true, __builtin_return_address(0));
-}
-void __tsan_unaligned_read_write##size(void* a) {
-  simt::observer::hook(reinterpret_cast<std::uintptr_t>(a), size, false, __builtin_return_address(0));
-  simt::observer::hook(reinterpret_cast<std::uintptr_t>(a), size, true, __builtin_return_address(0));
-}
 SIMT_MEMORY_HOOK(1)
 SIMT_MEMORY_HOOK(2)
 SIMT_MEMORY_HOOK(4)
