@@ -33,7 +33,9 @@
 #define SIMT_TSAN 0
 #endif
 
-namespace simt::inline cpu::detail {
+namespace simt {
+inline namespace cpu {
+namespace detail {
 
 namespace fctx = boost::context::detail;
 
@@ -201,4 +203,6 @@ void Fiber::entry(void* from_context, const Jump* jump) noexcept {
   }
 }
 
-}  // namespace simt::inline cpu::detail
+}  // namespace detail
+}  // namespace cpu
+}  // namespace simt
