@@ -17,6 +17,17 @@ endif()
 option(FA_REQUIRE_CUDA "Stop the configure if nvcc is not found (the cuda preset sets this)" OFF)
 option(FA_CUDA "Compile the kernels for the GPU too where nvcc is found (OFF: the CPU path only)" ON)
 
+# std::source_location (simt names the lines of its instructions with it) needs GCC 11, or Clang 15
+# (Apple clang 15, Xcode 15): older Clangs lack the builtin that the standard libraries build it on.
+include(CheckCXXSourceCompiles)
+check_cxx_source_compiles("#include <source_location>
+int main() { return static_cast<int>(std::source_location::current().line()) - __LINE__; }" FA_HAVE_SOURCE_LOCATION)
+if(NOT FA_HAVE_SOURCE_LOCATION)
+  message(FATAL_ERROR "${CMAKE_CXX_COMPILER} (${CMAKE_CXX_COMPILER_ID} ${CMAKE_CXX_COMPILER_VERSION}) has no "
+                      "std::source_location: use GCC 11 or newer, or Clang 15 or newer (macOS: Xcode 15; "
+                      "Debian 12: sudo apt-get install clang-16, then -DCMAKE_CXX_COMPILER=clang++-16).")
+endif()
+
 # Warnings for every C++ target of the project (not for fetched dependencies).
 add_library(fa_warnings INTERFACE)
 target_compile_options(fa_warnings INTERFACE
@@ -26,9 +37,10 @@ target_compile_options(fa_warnings INTERFACE
 
 if(FA_SANITIZE STREQUAL "address")
   # GCC 12 reports false "may be used uninitialized" warnings inside libstdc++'s <regex> (used by
-  # Catch2 and CLI11) when ASan instruments it; the warning stays on in every other preset.
+  # Catch2 and CLI11) when ASan instruments it; the warning stays on in every other preset (Clang
+  # has no such warning, nor the option).
   add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
-                      -Wno-maybe-uninitialized)
+                      $<$<CXX_COMPILER_ID:GNU>:-Wno-maybe-uninitialized>)
   add_link_options(-fsanitize=address,undefined)
 elseif(FA_SANITIZE STREQUAL "thread")
   add_compile_options(-fsanitize=thread -fno-omit-frame-pointer)

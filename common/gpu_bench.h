@@ -128,6 +128,15 @@ enum class Float16 { bf16, fp16 };
 void fill_normal(DeviceArray<float>& values, std::uint64_t seed);
 void fill_normal(DeviceArray<std::uint16_t>& values, Float16 format, std::uint64_t seed);
 
+// Q, K and V of a 16-bit benchmark, each filled by fill_normal in `format`, with seeds 1, 2 and 3:
+// the same inputs in every benchmark that compares kernels across chapters.
+inline void fill_qkv(DeviceArray<std::uint16_t>& Q, DeviceArray<std::uint16_t>& K, DeviceArray<std::uint16_t>& V,
+                     Float16 format) {
+  fill_normal(Q, format, 1);
+  fill_normal(K, format, 2);
+  fill_normal(V, format, 3);
+}
+
 // Median of `runs` timings of launch(), in milliseconds, after `warmup` untimed calls (and a
 // synchronisation, so that they are finished before the first timed one starts).
 template <class Launch>

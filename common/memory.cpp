@@ -1,69 +1,27 @@
 #include "common/memory.h"
 
-#include <sys/resource.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <cstring>
 #include <limits>
 #include <optional>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
+#include "common/platform.h"
+
 namespace fa {
 
-namespace {
-
-// The first unsigned number in a file (cgroup v2's memory.max holds "max" when there is no limit:
-// no number, nothing). Never throws.
-std::optional<std::uint64_t> number_in_file(const char* path) {
-  std::FILE* f = std::fopen(path, "r");
-  if (f == nullptr) return std::nullopt;
-  unsigned long long value = 0;
-  const bool read = std::fscanf(f, "%llu", &value) == 1;
-  std::fclose(f);
-  return read ? std::optional<std::uint64_t>(value) : std::nullopt;
-}
-
-}  // namespace
-
 std::uint64_t available_memory_bytes() {
-  std::uint64_t available = 0;
-  bool found = false;
-  if (std::FILE* f = std::fopen("/proc/meminfo", "r")) {
-    char line[256];
-    unsigned long long kib = 0;
-    while (std::fgets(line, sizeof line, f) != nullptr) {
-      if (std::sscanf(line, "MemAvailable: %llu kB", &kib) == 1) {
-        found = true;
-        break;
-      }
-    }
-    std::fclose(f);
-    available = saturating_mul(kib, 1024);
+  std::uint64_t available = platform::available_physical_memory_bytes().value_or(0);
+  // A container's own limit, where lower.
+  if (const std::optional<std::uint64_t> left = platform::container_memory_left_bytes()) {
+    available = std::min(available, *left);
   }
-  if (!found) {
-    const long pages = sysconf(_SC_AVPHYS_PAGES);
-    const long page = sysconf(_SC_PAGESIZE);
-    if (pages <= 0 || page <= 0) return 0;
-    available = saturating_mul(static_cast<std::uint64_t>(pages), static_cast<std::uint64_t>(page));
-  }
-  // A container's own limit (cgroup v2: memory.max, less what the group already uses), where lower.
-  const std::optional<std::uint64_t> limit = number_in_file("/sys/fs/cgroup/memory.max");
-  const std::optional<std::uint64_t> used = number_in_file("/sys/fs/cgroup/memory.current");
-  if (limit && used) available = std::min(available, *limit > *used ? *limit - *used : 0);
-  // The address-space limit of this process (ulimit -v, RLIMIT_AS), less what it has mapped already
-  // (the first number of /proc/self/statm, in pages). Past it, every allocation fails.
-  rlimit address_space{};
-  if (getrlimit(RLIMIT_AS, &address_space) == 0 && address_space.rlim_cur != RLIM_INFINITY) {
-    const std::optional<std::uint64_t> pages = number_in_file("/proc/self/statm");
-    const long page = sysconf(_SC_PAGESIZE);
-    const std::uint64_t mapped = pages && page > 0 ? saturating_mul(*pages, static_cast<std::uint64_t>(page)) : 0;
-    const std::uint64_t cap = address_space.rlim_cur;
-    available = std::min(available, cap > mapped ? cap - mapped : 0);
+  // The address-space limit of this process (ulimit -v, RLIMIT_AS), less what it has mapped already.
+  // Past it, every allocation fails.
+  if (const std::optional<std::uint64_t> left = platform::address_space_left_bytes()) {
+    available = std::min(available, *left);
   }
   return available;
 }

@@ -18,11 +18,12 @@
 
 namespace fa {
 
-// The memory this process may still allocate, in bytes: MemAvailable of /proc/meminfo on Linux (the
-// kernel's estimate of what can be used without swapping), else the free physical pages; and in a
-// container with a memory limit (cgroup v2's memory.max), at most what that limit leaves; under an
-// address-space limit (ulimit -v, RLIMIT_AS), at most what this process may still map. Never
-// throws; returns 0 if nothing can be read (then every plan fails, with that reason).
+// The memory this process may still allocate, in bytes: what the system could give it without
+// swapping (Linux: MemAvailable of /proc/meminfo, the kernel's estimate; common/platform.h says
+// what else and macOS's figure); in a container with a memory limit (cgroup v2's memory.max), at
+// most what that limit leaves; under an address-space limit (ulimit -v, RLIMIT_AS), at most what
+// this process may still map. Never throws; returns 0 if nothing can be read (then every plan
+// fails, with that reason).
 std::uint64_t available_memory_bytes();
 
 // a * b, or UINT64_MAX when the product does not fit in 64 bits. Never throws.

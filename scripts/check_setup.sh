@@ -43,7 +43,7 @@ fi
 case "$(uname -s)" in
   Linux) command -v apt-get >/dev/null ||
     fix="install the packages of README.md's apt line with this distribution's package manager" ;;
-  Darwin) fix="macOS is not supported yet: open the book in its dev container (README.md, \"Prerequisites\")" ;;
+  Darwin) fix="xcode-select --install; brew install cmake ninja fmt cli11 catch2 google-benchmark boost highway open-mpi (README.md, \"Prerequisites\")" ;;
   *) fix="this platform is not supported: use WSL2 with Ubuntu 24.04 or the dev container (README.md)" ;;
 esac
 

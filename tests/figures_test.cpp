@@ -17,7 +17,6 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
-#include <regex>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -111,6 +110,77 @@ std::string tag_balance(const std::string& svg) {
   return open.empty() ? "" : "<" + open.back() + "> is never closed";
 }
 
+// One tag as svg.h writes it: its name, its attributes in order, and the text after it up to the
+// next tag. Read by hand rather than by std::regex: libstdc++'s regex recurses once per character
+// matched, and the pipeline figure's values lists are long enough to overflow the stack under
+// AddressSanitizer (CI's asan stage did).
+struct Tag {
+  std::string name;  // "rect", "/text", "animate"
+  std::vector<std::pair<std::string, std::string>> attributes;
+  bool self_closing = false;
+  std::string text_after;
+
+  std::optional<std::string> attribute(const std::string& key) const {
+    for (const auto& [k, v] : attributes) {
+      if (k == key) return v;
+    }
+    return std::nullopt;
+  }
+};
+
+// Every tag of svg in order. Assumes what tag_balance checks (each '<' closed, quotes balanced).
+std::vector<Tag> tags_of(const std::string& svg) {
+  std::vector<Tag> tags;
+  for (std::size_t at = svg.find('<'); at != std::string::npos;) {
+    const std::size_t end = svg.find('>', at);
+    REQUIRE(end != std::string::npos);
+    Tag tag;
+    std::size_t i = at + 1;
+    const std::size_t name_end = svg.find_first_of(" \n/>", i + 1);
+    tag.name = svg.substr(i, name_end - i);
+    i = name_end;
+    while (i < end) {
+      const std::size_t key_begin = svg.find_first_not_of(" \n", i);
+      if (key_begin >= end || svg[key_begin] == '/') break;
+      const std::size_t equals = svg.find("=\"", key_begin);
+      const std::size_t close = svg.find('"', equals + 2);
+      REQUIRE(close < end);
+      tag.attributes.emplace_back(svg.substr(key_begin, equals - key_begin),
+                                  svg.substr(equals + 2, close - equals - 2));
+      i = close + 1;
+    }
+    tag.self_closing = svg[end - 1] == '/';
+    const std::size_t next = svg.find('<', end);
+    tag.text_after = svg.substr(end + 1, (next == std::string::npos ? svg.size() : next) - end - 1);
+    tags.push_back(std::move(tag));
+    at = next;
+  }
+  return tags;
+}
+
+// Each element's <animate> children, with the element: what the tests below walk.
+struct Animated {
+  const Tag* element;
+  std::vector<const Tag*> animations;
+};
+
+std::vector<Animated> animated_elements(const std::vector<Tag>& tags) {
+  std::vector<Animated> out;
+  std::vector<const Tag*> open;
+  for (const Tag& t : tags) {
+    if (t.name == "animate") {
+      REQUIRE(!open.empty());
+      if (out.empty() || out.back().element != open.back()) out.push_back({open.back(), {}});
+      out.back().animations.push_back(&t);
+    } else if (t.name.starts_with("/")) {
+      if (!open.empty()) open.pop_back();
+    } else if (!t.self_closing) {
+      open.push_back(&t);
+    }
+  }
+  return out;
+}
+
 std::vector<double> numbers_in(const std::string& list) {
   std::vector<double> out;
   std::istringstream in(list);
@@ -192,29 +262,35 @@ TEST_CASE("every figure is well formed, titled and described", "[figures]") {
 }
 
 TEST_CASE("every animation runs over the whole loop: key times from 0 to 1, in order, one per value", "[figures]") {
-  const std::regex animate(
-      R"re(<animate attributeName="([a-z0-9]+)" dur="([0-9.]+)s"[^>]*keyTimes="([^"]*)" values="([^"]*)")re");
   std::size_t animations = 0;
   for (const figures::Figure& f :
        figures::make_figures(source_dir / "no-such-benchmarks.md", source_dir / "no-such-benchmarks-cpu.md")) {
     std::string loop;  // every animation of a figure shares one loop
-    for (auto it = std::sregex_iterator(f.svg.begin(), f.svg.end(), animate); it != std::sregex_iterator(); ++it) {
-      const std::smatch& m = *it;
-      INFO("figure " << f.name << ": " << m.str(0).substr(0, 200));
-      if (loop.empty()) loop = m[2];
-      CHECK(m[2] == loop);
-      const std::vector<double> times = numbers_in(m[3]);
-      const std::vector<double> values = numbers_in(m[4]);
+    for (const Tag& t : tags_of(f.svg)) {
+      if (t.name != "animate") continue;
+      const std::string name = t.attribute("attributeName").value_or("");
+      INFO("figure " << f.name << ": <animate attributeName=\"" << name << "\">");
+      const std::optional<std::string> dur = t.attribute("dur");
+      const std::optional<std::string> key_times = t.attribute("keyTimes");
+      const std::optional<std::string> values_text = t.attribute("values");
+      REQUIRE(dur.has_value());
+      REQUIRE(key_times.has_value());
+      REQUIRE(values_text.has_value());
+      CHECK(dur->ends_with("s"));
+      if (loop.empty()) loop = *dur;
+      CHECK(*dur == loop);
+      const std::vector<double> times = numbers_in(*key_times);
+      const std::vector<double> values = numbers_in(*values_text);
       REQUIRE(times.size() >= 2);
       CHECK(times.size() == values.size());
       CHECK(times.front() == 0.0);
       CHECK(times.back() == 1.0);
       CHECK(std::is_sorted(times.begin(), times.end()));
-      if (m[1] == "opacity") {
+      if (name == "opacity") {
         CHECK(*std::min_element(values.begin(), values.end()) >= 0.0);
         CHECK(*std::max_element(values.begin(), values.end()) <= 1.0);
       }
-      if (m[1] == "height" || m[1] == "width") CHECK(*std::min_element(values.begin(), values.end()) >= 0.0);
+      if (name == "height" || name == "width") CHECK(*std::min_element(values.begin(), values.end()) >= 0.0);
       ++animations;
     }
   }
@@ -229,24 +305,19 @@ TEST_CASE(
   // that takes the first frame shows the animations' first values. Both must be the finished
   // picture, so every animation's first and last value is its element's attribute (to the 0.1 px
   // and 0.01 that svg.h prints them with: the two roundings together are at most 0.06 apart).
-  const std::regex element(R"re(<([a-z]+)((?: [a-z-]+="[^"]*")*)>[^<]*((?:<animate [^>]*/>\n)+))re");
-  const std::regex animate_of(R"re(<animate attributeName="([a-z0-9-]+)"[^>]*values="([^"]*)")re");
   std::size_t checked = 0;
   for (const figures::Figure& f :
        figures::make_figures(source_dir / "no-such-benchmarks.md", source_dir / "no-such-benchmarks-cpu.md")) {
-    for (auto it = std::sregex_iterator(f.svg.begin(), f.svg.end(), element); it != std::sregex_iterator(); ++it) {
-      const std::string attributes = (*it)[2];
-      const std::string children = (*it)[3];
-      for (auto a = std::sregex_iterator(children.begin(), children.end(), animate_of); a != std::sregex_iterator();
-           ++a) {
-        const std::string name = (*a)[1];
-        const std::vector<double> values = numbers_in((*a)[2]);
-        std::smatch own;
-        const std::regex own_attribute(" " + name + R"re(="([^"]*)")re");
-        INFO("figure " << f.name << ": <" << (*it)[1] << attributes.substr(0, 120) << "> animates " << name);
-        const bool has_own = std::regex_search(attributes, own, own_attribute);
-        REQUIRE((has_own || name == "opacity"));  // SVG's default opacity is 1; no other default is used
-        const double value = has_own ? std::stod(own[1]) : 1.0;
+    const std::vector<Tag> tags = tags_of(f.svg);
+    for (const Animated& a : animated_elements(tags)) {
+      for (const Tag* animate : a.animations) {
+        const std::string name = animate->attribute("attributeName").value_or("");
+        const std::vector<double> values = numbers_in(animate->attribute("values").value_or(""));
+        const std::optional<std::string> own = a.element->attribute(name);
+        INFO("figure " << f.name << ": <" << a.element->name << "> animates " << name);
+        REQUIRE(!values.empty());
+        REQUIRE((own.has_value() || name == "opacity"));  // SVG's default opacity is 1; no other default is used
+        const double value = own ? std::stod(*own) : 1.0;
         CHECK(std::abs(values.front() - value) <= 0.06);
         CHECK(std::abs(values.back() - value) <= 0.06);
         ++checked;
@@ -432,32 +503,40 @@ TEST_CASE("figure 11 plays the ring: at step s rank r holds rank (r - s) mod P's
   const std::string svg = figures::ring_steps_figure();
   CHECK(svg.find("<desc>Animated") != std::string::npos);
   const std::size_t P = figures::ring_ranks;
-  // Each cell's first line, rank by rank and step by step: its place in the finished picture (y),
-  // the shard it names, and its animations.
-  const std::regex cell(
-      R"re(<text x="[0-9.]+" y="([0-9.]+)"[^>]*>K/V shard of rank ([0-9]+)\n?((?:<animate [^>]*/>\n)*)</text>)re");
-  const std::regex y_values(R"re(<animate attributeName="y"[^>]*values="([^"]*)")re");
-  std::vector<std::smatch> cells;
-  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), cell); it != std::sregex_iterator(); ++it) {
-    cells.push_back(*it);
+  // Each cell's first line, rank by rank and step by step: a <text> naming the shard, its place in
+  // the finished picture (y), and its animations.
+  struct Cell {
+    double y;
+    unsigned long shard;
+    std::optional<std::vector<double>> y_values;  // the y animation's values, where the cell moves
+  };
+  const std::string label = "K/V shard of rank ";
+  const std::vector<Tag> tags = tags_of(svg);
+  std::vector<Cell> cells;
+  for (std::size_t i = 0; i < tags.size(); ++i) {
+    const Tag& t = tags[i];
+    if (t.name != "text" || !t.text_after.starts_with(label)) continue;
+    Cell c{std::stod(t.attribute("y").value()), std::stoul(t.text_after.substr(label.size())), std::nullopt};
+    for (std::size_t j = i + 1; j < tags.size() && tags[j].name == "animate"; ++j) {
+      if (tags[j].attribute("attributeName") == "y") c.y_values = numbers_in(tags[j].attribute("values").value());
+    }
+    cells.push_back(c);
   }
   REQUIRE(cells.size() == P * P);
   for (std::size_t r = 0; r < P; ++r) {
     for (std::size_t s = 0; s < P; ++s) {
       INFO("rank " << r << ", step " << s);
-      const std::smatch& c = cells[r * P + s];
-      CHECK(std::stoul(c[2]) == (r + P - s) % P);  // ring.h, line 3
-      const std::string animations = c[3];
-      std::smatch y;
-      const bool moves = std::regex_search(animations, y, y_values);
+      const Cell& c = cells[r * P + s];
+      CHECK(c.shard == (r + P - s) % P);  // ring.h, line 3
+      const bool moves = c.y_values.has_value();
       if (s == 0 || P == 1) {
         CHECK_FALSE(moves);  // step 0: every rank's own shard, nothing travelled
         continue;
       }
       // Line 4: the shard comes from the rank before, whose row it passes through at the step's start.
       REQUIRE(moves);
-      const double from = std::stod(cells[((r + P - 1) % P) * P + s - 1][1]);
-      const std::vector<double> values = numbers_in(y[1]);
+      const double from = cells[((r + P - 1) % P) * P + s - 1].y;
+      const std::vector<double>& values = *c.y_values;
       CHECK(std::ranges::any_of(values, [&](double v) { return std::abs(v - from) <= 0.06; }));
     }
   }

@@ -11,6 +11,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <stdexcept>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "common/simt/simt.h"
@@ -47,10 +50,30 @@ __device__ __forceinline__ void init_ring(std::uint64_t* full, std::uint64_t* em
   }
 }
 
+// One FP8 wgmma (.m64nNk32) of the types: A from desc_a, or from the registers ra.
+template <int N, simt::Major major_a, simt::Major major_b, Fp8Types types, bool a_in_registers>
+__device__ __forceinline__ void wgmma_fp8(float (&d)[N / 2], const std::uint32_t (&ra)[4], std::uint64_t desc_a,
+                                          std::uint64_t desc_b, bool scale_d) {
+  using enum Fp8Types;
+  if constexpr (a_in_registers) {
+    if constexpr (types == e4m3) simt::wgmma_m64nNk32_e4m3<N, major_b>(d, ra, desc_b, scale_d);
+    if constexpr (types == e5m2) simt::wgmma_m64nNk32_e5m2<N, major_b>(d, ra, desc_b, scale_d);
+    if constexpr (types == e4m3_e5m2) simt::wgmma_m64nNk32_e4m3_e5m2<N, major_b>(d, ra, desc_b, scale_d);
+    if constexpr (types == e5m2_e4m3) simt::wgmma_m64nNk32_e5m2_e4m3<N, major_b>(d, ra, desc_b, scale_d);
+  } else {
+    if constexpr (types == e4m3) simt::wgmma_m64nNk32_e4m3<N, major_a, major_b>(d, desc_a, desc_b, scale_d);
+    if constexpr (types == e5m2) simt::wgmma_m64nNk32_e5m2<N, major_a, major_b>(d, desc_a, desc_b, scale_d);
+    if constexpr (types == e4m3_e5m2) simt::wgmma_m64nNk32_e4m3_e5m2<N, major_a, major_b>(d, desc_a, desc_b, scale_d);
+    if constexpr (types == e5m2_e4m3) simt::wgmma_m64nNk32_e5m2_e4m3<N, major_a, major_b>(d, desc_a, desc_b, scale_d);
+  }
+}
+
 // D = A B + C by one wgmma (or k_steps of them, each reading 32 bytes further along K in both
 // operands' descriptors when those are K-major): A and B from the shared-memory image, or A from
 // registers (a_regs: 4 per thread, thread-major). c and d_out: N / 2 per thread, thread-major.
-template <int N, simt::Major major_a, simt::Major major_b, bool bf16, bool a_in_registers>
+// bf16 or f16 when fp8 is none, else the FP8 types.
+template <int N, simt::Major major_a, simt::Major major_b, bool bf16, bool a_in_registers,
+          Fp8Types fp8 = Fp8Types::none>
 __global__ void wgmma_kernel(const std::uint32_t* __restrict__ image, unsigned image_words, OperandLayout a,
                              OperandLayout b, const std::uint32_t* __restrict__ a_regs, const float* __restrict__ c,
                              bool scale_d, float* __restrict__ d_out) {
@@ -68,7 +91,9 @@ __global__ void wgmma_kernel(const std::uint32_t* __restrict__ image, unsigned i
   const std::uint64_t desc_b = simt::make_wgmma_descriptor(smem + b.offset, b.swizzle, b.lbo, b.sbo);
   simt::wgmma_fence_operand(d);
   simt::wgmma_fence();
-  if constexpr (a_in_registers) {
+  if constexpr (fp8 != Fp8Types::none) {
+    wgmma_fp8<N, major_a, major_b, fp8, a_in_registers>(d, ra, desc_a, desc_b, scale_d);
+  } else if constexpr (a_in_registers) {
     if constexpr (bf16) {
       simt::wgmma_m64nNk16_bf16<N, major_b>(d, ra, desc_b, scale_d);
     } else {
@@ -415,16 +440,18 @@ __global__ void barrier_misuse_kernel(int mode, const __grid_constant__ simt::Te
 
 // ---- Runners (declared in simt_hopper_runs.h) -----------------------------------------------------
 
-template <int N, simt::Major major_a, simt::Major major_b, bool bf16, bool a_in_registers>
+template <int N, simt::Major major_a, simt::Major major_b, bool bf16, bool a_in_registers,
+          Fp8Types fp8 = Fp8Types::none>
 std::vector<float> run_wgmma(const WgmmaProblemImage& p) {
   simt::DeviceBuffer<std::uint32_t> image(p.image),
       a_regs(p.a_registers.empty() ? std::vector<std::uint32_t>(512, 0u) : p.a_registers);
   simt::DeviceBuffer<float> c(p.c), d(128 * N / 2);
   const std::size_t bytes = p.image.size() * 4 + 1024;
-  simt::set_max_dynamic_shared_bytes<wgmma_kernel<N, major_a, major_b, bf16, a_in_registers>>(bytes);
-  simt::launch<wgmma_kernel<N, major_a, major_b, bf16, a_in_registers>>(dim3(1), dim3(128), bytes, image.data(),
-                                                                        static_cast<unsigned>(p.image.size()), p.a, p.b,
-                                                                        a_regs.data(), c.data(), p.scale_d, d.data());
+  using Kernel = decltype(&wgmma_kernel<N, major_a, major_b, bf16, a_in_registers, fp8>);
+  constexpr Kernel kernel = &wgmma_kernel<N, major_a, major_b, bf16, a_in_registers, fp8>;
+  simt::set_max_dynamic_shared_bytes<kernel>(bytes);
+  simt::launch<kernel>(dim3(1), dim3(128), bytes, image.data(), static_cast<unsigned>(p.image.size()), p.a, p.b,
+                       a_regs.data(), c.data(), p.scale_d, d.data());
   return d.to_host();
 }
 
@@ -445,7 +472,44 @@ std::vector<float> run_wgmma_n(const WgmmaProblemImage& p) {
   return p.a_registers.empty() ? run_wgmma_majors<N, false, false>(p) : run_wgmma_majors<N, false, true>(p);
 }
 
+// FP8: both operands K-major (an N-major B, on the CPU only, to see the emulation refuse it: it
+// does not compile for the GPU).
+template <int N, Fp8Types types>
+std::vector<float> run_wgmma_fp8(const WgmmaProblemImage& p) {
+  using simt::Major;
+#if !defined(__CUDACC__)
+  if (p.major_b == Major::mn) return run_wgmma<N, Major::k, Major::mn, false, false, types>(p);
+#endif
+  return p.a_registers.empty() ? run_wgmma<N, Major::k, Major::k, false, false, types>(p)
+                               : run_wgmma<N, Major::k, Major::k, false, true, types>(p);
+}
+
+// e4m3 at every N; the other types at 64 and 256 (each instantiation is a kernel for nvcc).
+template <int N>
+std::vector<float> run_wgmma_fp8_n(const WgmmaProblemImage& p) {
+  if (p.fp8 == Fp8Types::e4m3) return run_wgmma_fp8<N, Fp8Types::e4m3>(p);
+  if constexpr (N == 64 || N == 256) {
+    if (p.fp8 == Fp8Types::e5m2) return run_wgmma_fp8<N, Fp8Types::e5m2>(p);
+    if (p.fp8 == Fp8Types::e4m3_e5m2) return run_wgmma_fp8<N, Fp8Types::e4m3_e5m2>(p);
+    return run_wgmma_fp8<N, Fp8Types::e5m2_e4m3>(p);
+  }
+  throw std::invalid_argument("simt_hopper_test: FP8 types other than e4m3 run at N = 64 and 256 only");
+}
+
+// The run of p.n among the N of hopper.h.
+template <int... Ns>
+std::vector<float> wgmma_fp8_any_n(const WgmmaProblemImage& p, std::integer_sequence<int, Ns...>) {
+  std::vector<float> d;
+  if (!((p.n == Ns && (d = run_wgmma_fp8_n<Ns>(p), true)) || ...)) {
+    throw std::invalid_argument("simt_hopper_test: no FP8 wgmma of N = " + std::to_string(p.n));
+  }
+  return d;
+}
+
 std::vector<float> wgmma(const WgmmaProblemImage& p) {
+  if (p.fp8 != Fp8Types::none) {
+    return wgmma_fp8_any_n(p, std::integer_sequence<int, 8, 16, 32, 64, 96, 128, 192, 256>{});
+  }
   switch (p.n) {
     case 64:
       return run_wgmma_n<64>(p);

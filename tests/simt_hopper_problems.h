@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
@@ -11,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "common/simt/fp8.h"
 #include "common/simt/hopper.h"
 #include "simt_hopper_reference.h"
 #include "simt_hopper_runs.h"
@@ -194,6 +196,113 @@ inline WgmmaProblemImage make_image(const LayoutCase& c, const Matrices& m, bool
       for (unsigned k = 0; k < 16; ++k) {
         const Slot s = a_slot(r, k);
         p.a_registers[s.thread * 4 + s.reg] |= std::uint32_t{bits_of(m.A[r * 16 + k], bf16)} << (16 * s.high);
+      }
+    }
+  }
+  p.c = d_registers(m.C, m.n);
+  return p;
+}
+
+// ---- FP8 (.m64nNk32) ----------------------------------------------------------------------------
+
+inline bool a_is_e4m3(Fp8Types t) { return t == Fp8Types::e4m3 || t == Fp8Types::e4m3_e5m2; }
+inline bool b_is_e4m3(Fp8Types t) { return t == Fp8Types::e4m3 || t == Fp8Types::e5m2_e4m3; }
+
+// The code of x in e4m3 or e5m2 (exact: every value placed is one of the type's; an infinity is
+// e5m2's own code, where the conversion would saturate).
+inline std::uint8_t fp8_code(float x, bool e4m3) {
+  if (!e4m3 && std::isinf(x)) return x > 0 ? 0x7c : 0xfc;
+  return e4m3 ? simt::float_to_e4m3_bits(x) : simt::float_to_e5m2_bits(x);
+}
+
+// A (64 x 32) and B (32 x n) of random values of their types, and C.
+//   spread (the default): +-(1 + f) 2^e with every fraction f of the type (3 bits for e4m3, 2 for
+//     e5m2) and e in -3 .. 3, and C random multiples of 1/8 in -8 .. 8. Every product is a multiple
+//     of 2^-12 below 2^8, so the plain loop's double sum of 32 of them and C is exact (at most 25
+//     bits), and its one rounding to float is the exact sum rounded once: what
+//     Fp8Accumulation::exact gives, to the bit. truncated14 cuts the products below 2^(E - 13).
+//   !spread: integers -4 .. 4 (both types hold them), C integers -64 .. 64: D = A B + C is exact
+//     under every assumption of the accumulation (14 bits hold every product and the sum), so the
+//     GPU must give it too.
+inline Matrices make_fp8_matrices(Fp8Types types, unsigned n, std::uint32_t seed, bool spread = true) {
+  Matrices m;
+  m.n = n;
+  m.k = 32;
+  std::mt19937 rng(seed);
+  const auto draw = [&rng, spread](bool e4m3) {
+    if (!spread) return static_cast<float>(static_cast<int>(rng() % 9) - 4);
+    const unsigned fractions = e4m3 ? 8u : 4u;
+    const float significand = 1.0f + static_cast<float>(rng() % fractions) / static_cast<float>(fractions);
+    const float v = std::ldexp(significand, static_cast<int>(rng() % 7) - 3);
+    return rng() % 2 == 0 ? v : -v;
+  };
+  m.A.resize(64 * 32);
+  for (float& a : m.A) a = draw(a_is_e4m3(types));
+  m.B.resize(32 * n);
+  for (float& b : m.B) b = draw(b_is_e4m3(types));
+  m.C.resize(64 * n);
+  for (float& c : m.C) c = static_cast<float>(static_cast<int>(rng() % 129) - 64) / (spread ? 8.0f : 1.0f);
+  return m;
+}
+
+// A case built to show the accumulation (e4m3, n = 8): every row of A is 16, -16, then 30 ones;
+// every column of B 16, 16, then 30 times 2^-6; C all c. The products are 256, -256 and 30 of
+// 2^-6: exactly, D = c + 30 2^-6 = c + 0.46875; aligned to the largest product (2^8) and cut to 14
+// bits (down to 2^-5), the small products vanish and D = c.
+inline Matrices make_fp8_cancellation(float c) {
+  Matrices m;
+  m.n = 8;
+  m.k = 32;
+  m.A.assign(64 * 32, 1.0f);
+  m.B.assign(32 * 8, 1.0f / 64.0f);
+  for (unsigned r = 0; r < 64; ++r) {
+    m.A[r * 32] = 16.0f;
+    m.A[r * 32 + 1] = -16.0f;
+  }
+  for (unsigned j = 0; j < 8; ++j) m.B[j] = m.B[8 + j] = 16.0f;
+  m.C.assign(64 * 8, c);
+  return m;
+}
+
+// The image of A (at 0) and B (at the next 1024 bytes), both K-major, and the registers, for m's A
+// (64 x 32, its k read from k_first on) and B (32 x n). The layouts are the bf16 ones (lay_out): a
+// row of 32 bytes holds 32 codes, a swizzled row of S bytes S codes. Unread codes (before k_first,
+// after it, between the operands) are 256 or NaN, so that a descriptor that reads the wrong place
+// changes D.
+inline WgmmaProblemImage make_fp8_image(const LayoutCase& c, const Matrices& m, Fp8Types types, bool scale_d) {
+  WgmmaProblemImage p;
+  p.n = static_cast<int>(m.n);
+  p.fp8 = types;
+  p.scale_d = scale_d;
+  const Placed pa = lay_out(c, simt::Major::k, 64);
+  const Placed pb = lay_out(c, simt::Major::k, m.n);
+  p.a = pa.layout;
+  p.b = pb.layout;
+  p.b.offset = (pa.bytes + 1023) / 1024 * 1024;
+  std::vector<std::uint8_t> image((p.b.offset + pb.bytes + 3) / 4 * 4, 0x7f);  // NaN in both types
+  const auto put = [&](const Placed& where, std::uint32_t base, unsigned rows, bool e4m3, auto value_at) {
+    for (unsigned mn = 0; mn < rows; ++mn) {
+      for (unsigned k = 0; k < 2 * where.k_total; ++k) {
+        const bool inside = k >= c.k_first && k < c.k_first + 32;
+        const float v = inside ? value_at(mn, k - c.k_first) : 256.0f;
+        image[base + place(simt::Major::k, c.swizzle, where.layout.lbo, where.layout.sbo, mn, k, 1)] =
+            fp8_code(v, e4m3);
+      }
+    }
+  };
+  put(pa, 0, 64, a_is_e4m3(types), [&](unsigned r, unsigned k) { return m.A[r * 32 + k]; });
+  put(pb, p.b.offset, m.n, b_is_e4m3(types), [&](unsigned nn, unsigned k) { return m.B[k * m.n + nn]; });
+  p.a.offset += c.k_first;  // one byte per k along a K-major row
+  p.b.offset += c.k_first;
+  p.image.resize(image.size() / 4);
+  std::memcpy(p.image.data(), image.data(), image.size());
+  if (c.a_in_registers) {
+    p.a_registers.assign(128 * 4, 0u);
+    for (unsigned r = 0; r < 64; ++r) {
+      for (unsigned k = 0; k < 32; ++k) {
+        const Slot s = a_slot_fp8(r, k);
+        p.a_registers[s.thread * 4 + s.reg] |= std::uint32_t{fp8_code(m.A[r * 32 + k], a_is_e4m3(types))}
+                                               << (8 * s.high);
       }
     }
   }

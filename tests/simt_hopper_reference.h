@@ -38,6 +38,14 @@ inline Slot a_slot(unsigned row, unsigned col) {
   return {32 * warp + lane, 2 * (col / 8) + (row % 16) / 8, col % 2};
 }
 
+// "WGMMA .m64nNk32 register fragment layout for matrix A" (FP8): each warp 16 rows; in a warp,
+// rows as the 8 groups of 4 lanes, each lane 4 consecutive columns of a 16-column block (the
+// lowest in bits 0-7); rows 8-15 of the warp in the next register, the next block two on.
+inline Slot a_slot_fp8(unsigned row, unsigned col) {
+  const unsigned warp = row / 16, lane = 4 * (row % 8) + (col % 16) / 4;
+  return {32 * warp + lane, 2 * (col / 16) + (row % 16) / 8, col % 4};
+}
+
 inline unsigned figure_chunk(simt::Swizzle s, unsigned r, unsigned c) {
   switch (s) {
     case simt::Swizzle::b128:
@@ -52,7 +60,8 @@ inline unsigned figure_chunk(simt::Swizzle s, unsigned r, unsigned c) {
   return c;
 }
 
-// The byte offset of element (mn, k) (2-byte elements) from the operand's start.
+// The byte offset of element (mn, k) from the operand's start, for elements of `bytes` bytes (2:
+// bf16, f16; 1: FP8, K-major only, where a row of 16 bytes holds 16 elements of k).
 //   K-major, no swizzle: core matrices of 8 mn-rows x 8 k (16 bytes a row); LBO between core
 //     matrices along K, SBO along M/N.
 //   K-major, swizzle of span S: atoms of 8 mn-rows of S bytes (S / 2 elements of k), rows swizzled
@@ -62,11 +71,12 @@ inline unsigned figure_chunk(simt::Swizzle s, unsigned r, unsigned c) {
 //   M/N-major, swizzle of span S: atoms of 8 k-rows of S bytes (S / 2 elements of mn), swizzled;
 //     LBO between atoms along M/N, SBO between groups of 8 k.
 inline std::uint32_t place(simt::Major major, simt::Swizzle s, std::uint32_t lbo, std::uint32_t sbo, unsigned mn,
-                           unsigned k) {
+                           unsigned k, unsigned bytes = 2) {
   const unsigned span = simt::swizzle_span(s);
   if (major == simt::Major::k) {
-    if (s == simt::Swizzle::none) return (mn / 8) * sbo + (k / 8) * lbo + (mn % 8) * 16 + (k % 8) * 2;
-    const unsigned r = mn % 8, byte = 2 * k;  // k < S / 2: within the atom's row
+    const unsigned byte = bytes * k;  // along the row; below S for a swizzled one
+    if (s == simt::Swizzle::none) return (mn / 8) * sbo + (byte / 16) * lbo + (mn % 8) * 16 + byte % 16;
+    const unsigned r = mn % 8;
     return (mn / 8) * sbo + r * span + figure_chunk(s, r, byte / 16) * 16 + byte % 16;
   }
   if (s == simt::Swizzle::none) return (mn / 8) * sbo + (k / 8) * lbo + (k % 8) * 16 + (mn % 8) * 2;

@@ -20,11 +20,15 @@ struct OperandLayout {
   std::uint32_t lbo = 0, sbo = 0;  // bytes
 };
 
+// The FP8 types of a wgmma .m64nNk32, A's then B's; none: a .m64nNk16 of bf16 or f16.
+enum class Fp8Types { none, e4m3, e5m2, e4m3_e5m2, e5m2_e4m3 };
+
 // One wgmma: the shared-memory image (words), A in registers instead when a_registers is not empty
 // (4 per thread), C (n / 2 per thread), and the shape.
 struct WgmmaProblemImage {
   int n = 64;
-  bool bf16 = true;
+  bool bf16 = true;  // when fp8 is none
+  Fp8Types fp8 = Fp8Types::none;
   simt::Major major_a = simt::Major::k, major_b = simt::Major::k;
   OperandLayout a, b;
   std::vector<std::uint32_t> image;
@@ -83,7 +87,8 @@ struct MbarrierRun {
 }  // namespace simt_hopper_test
 
 #define SIMT_HOPPER_TEST_RUNNERS                                                                                   \
-  /* One warpgroup, one wgmma (n: 16, 64, 128 or 256); returns D, n / 2 registers per thread. */                   \
+  /* One warpgroup, one wgmma (n: 16, 64, 128 or 256; FP8: every n of hopper.h for e4m3, 64 and 256 for the        \
+     other types); returns D, n / 2 registers per thread. */                                                       \
   std::vector<float> wgmma(const simt_hopper_test::WgmmaProblemImage& p);                                          \
   /* TMA boxes into shared memory, then k_steps wgmma on them (n 64 or 128); returns D as above. */                \
   std::vector<float> tma_wgmma(const simt_hopper_test::TmaProblem& p);                                             \

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -141,6 +142,165 @@ TEST_CASE("wgmma: scale-d false ignores C, and K-major descriptors moved along k
   LayoutCase c{Swizzle::none, Major::k, Major::k};
   c.alternative = true;
   check_d(cpu::wgmma(make_image(c, m, true, true)), with_c, 128, describe(c));
+}
+
+// ---- FP8 wgmma (.m64nNk32) ----------------------------------------------------------------------
+
+namespace {
+
+using simt::Fp8Accumulation;
+
+const char* to_string(Fp8Types t) {
+  const char* names[] = {"none", "e4m3", "e5m2", "e4m3 x e5m2", "e5m2 x e4m3"};  // in the enum's order
+  return names[static_cast<unsigned>(t)];
+}
+
+// The types that run at n: all four at 64 and 256, e4m3 at every n (simt_hopper_kernels.cuh).
+std::vector<Fp8Types> fp8_types_at(unsigned n) {
+  if (n != 64 && n != 256) return {Fp8Types::e4m3};
+  return {Fp8Types::e4m3, Fp8Types::e5m2, Fp8Types::e4m3_e5m2, Fp8Types::e5m2_e4m3};
+}
+
+// The accumulation of FP8 wgmma for one test, and the default (exact) back after it.
+class Fp8AccumulationGuard {
+ public:
+  explicit Fp8AccumulationGuard(Fp8Accumulation mode) { simt::set_fp8_accumulation(mode); }
+  ~Fp8AccumulationGuard() { simt::set_fp8_accumulation(Fp8Accumulation::exact); }
+  Fp8AccumulationGuard(const Fp8AccumulationGuard&) = delete;
+  Fp8AccumulationGuard& operator=(const Fp8AccumulationGuard&) = delete;
+};
+
+// The plain loop under truncated14's assumption (hopper.h): each product's bits below 2^(E - 13)
+// cut off toward zero, E the largest product's exponent, then the sum and C. In double, which
+// holds every product, cut product and sum of make_fp8_matrices exactly.
+std::vector<float> product_truncated14(const Matrices& m, bool with_c) {
+  std::vector<float> D(64 * m.n);
+  for (unsigned r = 0; r < 64; ++r) {
+    for (unsigned c = 0; c < m.n; ++c) {
+      double products[32], largest = 0.0;
+      for (unsigned i = 0; i < 32; ++i) {
+        products[i] = double(m.A[r * 32 + i]) * m.B[i * m.n + c];
+        largest = std::max(largest, std::fabs(products[i]));
+      }
+      double sum = with_c ? m.C[r * m.n + c] : 0.0;
+      const double unit = largest > 0.0 ? std::ldexp(1.0, std::ilogb(largest) - 13) : 1.0;
+      for (double product : products) sum += std::trunc(product / unit) * unit;
+      D[r * m.n + c] = static_cast<float>(sum);
+    }
+  }
+  return D;
+}
+
+}  // namespace
+
+TEST_CASE("FP8 wgmma's A fragment, read by hand from the figure", "[simt]") {
+  // "WGMMA .m64nNk32 register fragment layout for matrix A": T0 holds A[0][0..3] in a[0] (the
+  // lowest k in bits 0-7), A[8][0..3] in a[1], A[0][16..19] in a[2]; lane 5 of warp 2 holds
+  // A[33][4..7] and A[41][20..23].
+  CHECK((a_slot_fp8(0, 3).thread == 0 && a_slot_fp8(0, 3).reg == 0 && a_slot_fp8(0, 3).high == 3));
+  CHECK((a_slot_fp8(8, 0).thread == 0 && a_slot_fp8(8, 0).reg == 1));
+  CHECK((a_slot_fp8(0, 16).thread == 0 && a_slot_fp8(0, 16).reg == 2));
+  CHECK((a_slot_fp8(33, 6).thread == 64 + 5 && a_slot_fp8(33, 6).reg == 0 && a_slot_fp8(33, 6).high == 2));
+  CHECK((a_slot_fp8(41, 20).thread == 64 + 5 && a_slot_fp8(41, 20).reg == 3 && a_slot_fp8(41, 20).high == 0));
+}
+
+TEST_CASE("FP8 wgmma from shared memory: every swizzle, every N, each pair of types", "[simt]") {
+  ControlsGuard guard;
+  const Swizzle swizzle = GENERATE(Swizzle::none, Swizzle::b32, Swizzle::b64, Swizzle::b128);
+  const unsigned n = GENERATE(8u, 16u, 32u, 64u, 96u, 128u, 192u, 256u);
+  const LayoutCase c{swizzle, Major::k, Major::k};
+  for (Fp8Types types : fp8_types_at(n)) {
+    const Matrices m = make_fp8_matrices(types, n, 17 + n);
+    const WgmmaProblemImage p = make_fp8_image(c, m, types, true);
+    const std::string what = describe(c) + ", n " + std::to_string(n) + ", " + to_string(types);
+    if (n == 64) {
+      for_each_schedule([&] { check_d(cpu::wgmma(p), product(m, true), n, what); });
+    } else {
+      check_d(cpu::wgmma(p), product(m, true), n, what);
+    }
+  }
+}
+
+TEST_CASE("FP8 wgmma with A from registers, the k32 A fragment of the figure", "[simt]") {
+  ControlsGuard guard;
+  const Swizzle swizzle = GENERATE(Swizzle::none, Swizzle::b128);
+  const unsigned n = GENERATE(8u, 64u, 256u);
+  const LayoutCase c{swizzle, Major::k, Major::k, true};
+  for (Fp8Types types : fp8_types_at(n)) {
+    const Matrices m = make_fp8_matrices(types, n, 29 + n);
+    check_d(cpu::wgmma(make_fp8_image(c, m, types, true)), product(m, true), n,
+            describe(c) + ", n " + std::to_string(n) + ", " + to_string(types));
+  }
+}
+
+TEST_CASE("FP8 wgmma: scale-d false ignores C, and K-major descriptors moved along k read the next 32", "[simt]") {
+  ControlsGuard guard;
+  const Matrices m = make_fp8_matrices(Fp8Types::e4m3, 128, 3);
+  for (Swizzle swizzle : all_swizzles) {
+    const LayoutCase c{swizzle, Major::k, Major::k};
+    check_d(cpu::wgmma(make_fp8_image(c, m, Fp8Types::e4m3, false)), product(m, false), 128,
+            describe(c) + ", scale-d false");
+  }
+  // A 64B row holds 64 codes of k, a 128B row 128: the descriptor moves k_first bytes.
+  for (const auto& [swizzle, k_first] :
+       std::vector<std::pair<Swizzle, unsigned>>{{Swizzle::b64, 32}, {Swizzle::b128, 96}, {Swizzle::b128, 32}}) {
+    LayoutCase c{swizzle, Major::k, Major::k};
+    c.k_first = k_first;
+    check_d(cpu::wgmma(make_fp8_image(c, m, Fp8Types::e4m3, true)), product(m, true), 128, describe(c));
+  }
+  LayoutCase c{Swizzle::none, Major::k, Major::k};
+  c.alternative = true;
+  check_d(cpu::wgmma(make_fp8_image(c, m, Fp8Types::e4m3, true)), product(m, true), 128, describe(c));
+}
+
+TEST_CASE("FP8 accumulation: exact keeps what a large term's cancellation leaves, truncated14 drops it", "[simt]") {
+  ControlsGuard guard;
+  const LayoutCase c{Swizzle::b32, Major::k, Major::k};
+  CHECK(simt::fp8_accumulation() == Fp8Accumulation::exact);  // the default
+  for (float c0 : {0.0f, 1.0f}) {
+    const Matrices m = make_fp8_cancellation(c0);
+    const WgmmaProblemImage p = make_fp8_image(c, m, Fp8Types::e4m3, true);
+    const std::vector<float> exact = d_matrix(cpu::wgmma(p), 8);
+    CHECK(exact == product(m, true));  // the double loop: exact for these values
+    CHECK(exact[0] == c0 + 0.46875f);  // 256 - 256 + 30 * 2^-6
+    Fp8AccumulationGuard truncated(Fp8Accumulation::truncated14);
+    CHECK(simt::fp8_accumulation() == Fp8Accumulation::truncated14);
+    const std::vector<float> cut = d_matrix(cpu::wgmma(p), 8);
+    CHECK(cut == std::vector<float>(64 * 8, c0));  // 2^-6 lies below 2^(8 - 13)
+  }
+  // Spread values: the switch changes many elements, each as the plain loop of the assumption says.
+  const Matrices m = make_fp8_matrices(Fp8Types::e4m3, 64, 41);
+  const WgmmaProblemImage p = make_fp8_image(c, m, Fp8Types::e4m3, true);
+  const std::vector<float> exact = cpu::wgmma(p);
+  check_d(exact, product(m, true), 64, "exact");
+  Fp8AccumulationGuard truncated(Fp8Accumulation::truncated14);
+  const std::vector<float> cut = cpu::wgmma(p);
+  check_d(cut, product_truncated14(m, true), 64, "truncated14");
+  CHECK(std::count(exact.begin(), exact.end(), 0.0f) < 64 * 64);
+  unsigned changed = 0;
+  for (unsigned i = 0; i < cut.size(); ++i) changed += cut[i] != exact[i] ? 1u : 0u;
+  CHECK(changed > 64 * 64 / 4);
+}
+
+TEST_CASE("FP8 wgmma: a NaN code or an infinity gives NaN or an infinity, as IEEE arithmetic would", "[simt]") {
+  ControlsGuard guard;
+  Matrices m = make_fp8_matrices(Fp8Types::e5m2, 64, 9, false);
+  m.A[3 * 32 + 5] = std::numeric_limits<float>::infinity();  // e5m2 has infinities
+  m.B[7 * 64 + 10] = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> D = d_matrix(cpu::wgmma(make_fp8_image({}, m, Fp8Types::e5m2, true)), 64);
+  CHECK(std::isnan(D[0 * 64 + 10]));  // row 0 meets B's NaN at column 10
+  const float b = m.B[5 * 64 + 0];    // what A's infinity in row 3 meets in column 0
+  CHECK((b == 0.0f ? std::isnan(D[3 * 64 + 0]) : D[3 * 64 + 0] == b * m.A[3 * 32 + 5]));  // inf * 0 is NaN
+  CHECK(D[0] == product(m, true)[0]);  // elsewhere the sum is as it was
+}
+
+TEST_CASE("an FP8 wgmma with an N-major operand is an error naming the line", "[simt]") {
+  ControlsGuard guard;
+  WgmmaProblemImage p = make_fp8_image({}, make_fp8_matrices(Fp8Types::e4m3, 64, 1), Fp8Types::e4m3, true);
+  p.major_b = Major::mn;
+  check_mentions(runtime_error_of([&] { (void)cpu::wgmma(p); }),
+                 {"wgmma_m64nNk32_e4m3 (tests/simt_hopper_kernels.cuh:", "operand B is N-major (Major::mn)",
+                  "FP8 wgmma reads K-major operands only", "no transpose (imm-trans) for 8-bit types"});
 }
 
 TEST_CASE("TMA puts each 16-byte chunk where a wgmma descriptor of the same swizzle reads it back", "[simt]") {

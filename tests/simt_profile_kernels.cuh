@@ -66,10 +66,10 @@ __global__ void two_lanes_one_word_kernel(float* out) {
 __global__ void divergent_kernel(const float* a, const float* b, float* out) {
   const unsigned lane = threadIdx.x;
   float v;
-  if (lane % 2 == 0) {
-    v = a[lane];
+  if (lane % 2 == 0) {   // different work after each load: Clang merges two bare loads into one
+    v = a[lane] * 2.0f;  // (a select of the two addresses), GCC does not
   } else {
-    v = b[lane];
+    v = b[lane] + 1.0f;
   }
   out[lane] = v;
 }

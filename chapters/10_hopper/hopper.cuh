@@ -79,11 +79,13 @@
 // Run the demo: build/default/bin/ch10_hopper
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -484,33 +486,66 @@ simt::TensorMap tensor_map(const Element* x, int batch_heads, int seq_len, int h
       {static_cast<std::uint32_t>(kBoxColumns), static_cast<std::uint32_t>(rows), 1u}, simt::Swizzle::b128);
 }
 
-// One compiled instance (Element: the type of Q, K, V and O), launched on the tensor maps of
-// memory already on this backend's device, waiting for it. Grid: (ceil(seq_len_q / Br), batch *
-// heads); block: kThreads. O's boxes are a consumer warpgroup's 64 rows.
+// One launch of a compiled instance, prepared for memory already on this backend's device: the
+// kernel's shared-memory allowance asked for and the four tensor maps encoded (host calls, once);
+// `launch` launches that instance with these arguments, waiting for it or only putting it on the
+// stream as its mode says (common/simt/launch_mode.h). run_typed launches it once, the GPU
+// benchmark (lab/gpu_bench.cpp, through prepare_hopper) many times, without the maps' encoding in
+// its timed region. Grid: (ceil(seq_len_q / Br), batch * heads); block: kThreads. O's boxes are a
+// consumer warpgroup's 64 rows.
+struct Launch {
+  void (*launch)(const Launch& arguments, simt::LaunchMode mode);
+  std::array<simt::TensorMap, 4> maps;  // Q, K, V, O
+  dim3 grid;
+  std::size_t shared_bytes;
+  float* L;
+  int seq_len_q, seq_len_k;
+  float scale_log2;
+  bool causal;
+};
+
 template <class Element, fa::KernelShape k>
-void launch_instance(const Element* Q, const Element* K, const Element* V, Element* O, float* L,
-                     const DeviceProblem& p) {
-  constexpr int Br = k.tile.Br, Bc = k.tile.Bc;
-  constexpr auto kernel = hopper_kernel<Element, k.head_dim, Br, Bc>;
-  constexpr std::size_t bytes = shared_bytes(k.head_dim, Br, Bc);
-  simt::set_max_dynamic_shared_bytes<kernel>(bytes);
-  const dim3 grid(static_cast<unsigned>((p.seq_len_q + Br - 1) / Br), static_cast<unsigned>(p.batch_heads));
-  const auto scale_log2 = static_cast<float>(static_cast<double>(p.scale) * 1.4426950408889634);  // log2(e)
-  simt::launch<kernel>(simt::LaunchMode::synchronous, grid, dim3(kThreads), bytes,
-                       tensor_map(Q, p.batch_heads, p.seq_len_q, k.head_dim, Br),
-                       tensor_map(K, p.batch_heads, p.seq_len_k, k.head_dim, Bc),
-                       tensor_map(V, p.batch_heads, p.seq_len_k, k.head_dim, Bc),
-                       tensor_map(O, p.batch_heads, p.seq_len_q, k.head_dim, Br / kConsumers), L, p.seq_len_q,
-                       p.seq_len_k, scale_log2, p.causal);
+void launch_instance(const Launch& a, simt::LaunchMode mode) {
+  constexpr auto kernel = hopper_kernel<Element, k.head_dim, k.tile.Br, k.tile.Bc>;
+  simt::launch<kernel>(mode, a.grid, dim3(kThreads), a.shared_bytes, a.maps[0], a.maps[1], a.maps[2], a.maps[3], a.L,
+                       a.seq_len_q, a.seq_len_k, a.scale_log2, a.causal);
 }
 
-// Every compiled instance's launch for one element type, in kCompiled's order.
+template <class Element, fa::KernelShape k>
+Launch prepare_instance(const void* Q, const void* K, const void* V, void* O, float* L, const DeviceProblem& p) {
+  constexpr int Br = k.tile.Br, Bc = k.tile.Bc;
+  constexpr std::size_t bytes = shared_bytes(k.head_dim, Br, Bc);
+  simt::set_max_dynamic_shared_bytes<hopper_kernel<Element, k.head_dim, Br, Bc>>(bytes);
+  return {&launch_instance<Element, k>,
+          {tensor_map(static_cast<const Element*>(Q), p.batch_heads, p.seq_len_q, k.head_dim, Br),
+           tensor_map(static_cast<const Element*>(K), p.batch_heads, p.seq_len_k, k.head_dim, Bc),
+           tensor_map(static_cast<const Element*>(V), p.batch_heads, p.seq_len_k, k.head_dim, Bc),
+           tensor_map(static_cast<const Element*>(O), p.batch_heads, p.seq_len_q, k.head_dim, Br / kConsumers)},
+          dim3(static_cast<unsigned>((p.seq_len_q + Br - 1) / Br), static_cast<unsigned>(p.batch_heads)),
+          bytes,
+          L,
+          p.seq_len_q,
+          p.seq_len_k,
+          static_cast<float>(static_cast<double>(p.scale) * 1.4426950408889634),  // scale * log2(e)
+          p.causal};
+}
+
+// Every compiled instance's preparation for one element type, in kCompiled's order.
 template <class Element, std::size_t... n>
 constexpr auto instances(std::index_sequence<n...>) {
-  return std::array{&launch_instance<Element, kCompiled[n]>...};
+  return std::array{&prepare_instance<Element, kCompiled[n]>...};
 }
 template <class Element>
 inline constexpr auto kInstances = instances<Element>(std::make_index_sequence<kCompiled.size()>{});
+
+// The instance compiled for the problem's element type and head_dim (fa::compiled_index), prepared
+// (prepare_instance), as hopper.h's Prepared. Throws what simt::make_tensor_map throws.
+Prepared prepare_hopper(const void* Q, const void* K, const void* V, void* O, float* L, const DeviceProblem& problem) {
+  const std::size_t n = fa::compiled_index(problem, kCompiled);
+  const Launch a = problem.element == ElementType::bf16 ? kInstances<simt::bf16>[n](Q, K, V, O, L, problem)
+                                                        : kInstances<simt::f16>[n](Q, K, V, O, L, problem);
+  return [a](simt::LaunchMode mode) { a.launch(a, mode); };
+}
 
 // Host data in, host data out, for one element type: Q, K, V rounded to it on their way to the
 // device (simt::to_device), O and L filled with NaN (poison: an element the kernel does not write
@@ -523,9 +558,10 @@ Result run_typed(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K, const
              v = simt::to_device<Element>(V.values);
   auto o = simt::poisoned<Element>(Q.values.size());
   auto l = simt::poisoned<float>(static_cast<std::size_t>(problem.batch_heads) * problem.seq_len_q);
+  const Launch launch = kInstances<Element>[fa::compiled_index(problem, kCompiled)](q.data(), k.data(), v.data(),
+                                                                                    o.data(), l.data(), problem);
   const auto start = std::chrono::steady_clock::now();
-  kInstances<Element>[fa::compiled_index(problem, kCompiled)](q.data(), k.data(), v.data(), o.data(), l.data(),
-                                                              problem);
+  launch.launch(launch, simt::LaunchMode::synchronous);
   const double elapsed_ms = fa::milliseconds_since(start);
   return {fa::Tensor4<float>(Q.shape, simt::to_host_float(o)), l.to_host(), elapsed_ms};
 }

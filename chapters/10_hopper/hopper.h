@@ -15,6 +15,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <optional>
 
 #include "chapters/06_tensor_cores/tensor_cores.h"
@@ -50,6 +51,16 @@ using DeviceProblem = ch06::DeviceProblem;
 // host data in (float32 holding values of problem.element), host data out.
 using Run = Result(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K, const fa::Tensor4<float>& V,
                    const DeviceProblem& problem);
+// One problem's launch, prepared: the instance for its element type and head_dim chosen, its
+// shared-memory allowance asked for and its four tensor maps encoded (host calls, once); calling it
+// launches the kernel on Q, K, V, O (problem.element, [batch * heads][seq_len][head_dim] row-major)
+// and L ([batch * heads][seq_len_q] float32) already on this backend's device, waiting for it or
+// only putting it on the stream as the mode says (common/simt/launch_mode.h). What the GPU
+// benchmark times (lab/gpu_bench.cpp), without the maps' encoding. Prepare throws what
+// simt::make_tensor_map throws (std::invalid_argument for a map outside the tensor-map rules,
+// std::runtime_error where the driver refuses one); the launch throws what simt::launch throws.
+using Prepared = std::function<void(simt::LaunchMode mode)>;
+using Prepare = Prepared(const void* Q, const void* K, const void* V, void* O, float* L, const DeviceProblem& problem);
 namespace cpu {
 Run run_hopper;
 }  // namespace cpu
@@ -58,6 +69,7 @@ Run run_hopper;
 }  // namespace cpu_profiled
 namespace gpu {
 Run run_hopper;
+Prepare prepare_hopper;
 // Throws std::runtime_error, in one line, unless the current GPU is a Hopper (compute capability
 // 9.0) and this build holds the kernel for sm_90a (wgmma and setmaxnreg exist there only).
 void require_hopper();

@@ -162,12 +162,18 @@ T __shfl_xor_sync(unsigned mask, T var, int laneMask, int width = warpSize,
 // this access is an atomic one (and, being compiled without the instrumentation, is not seen a
 // second time as a plain load and store). A namespace of its own keeps these apart from the
 // ordinary copy's atomicAdd, which is a different function.
-namespace simt::cpu::detail {
+namespace simt {
+inline namespace cpu {
+namespace detail {
 float atomic_add_seen(float* address, float value, const std::source_location& site);
 int atomic_add_seen(int* address, int value, const std::source_location& site);
 unsigned atomic_add_seen(unsigned* address, unsigned value, const std::source_location& site);
-}  // namespace simt::cpu::detail
-namespace simt::cpu::profiled_atomics {
+}  // namespace detail
+}  // namespace cpu
+}  // namespace simt
+namespace simt {
+inline namespace cpu {
+namespace profiled_atomics {
 inline float atomicAdd(float* address, float value, std::source_location site = std::source_location::current()) {
   return detail::atomic_add_seen(address, value, site);
 }
@@ -178,7 +184,9 @@ inline unsigned atomicAdd(unsigned* address, unsigned value,
                           std::source_location site = std::source_location::current()) {
   return detail::atomic_add_seen(address, value, site);
 }
-}  // namespace simt::cpu::profiled_atomics
+}  // namespace profiled_atomics
+}  // namespace cpu
+}  // namespace simt
 using simt::cpu::profiled_atomics::atomicAdd;
 #else
 inline float atomicAdd(float* address, float value) {

@@ -16,6 +16,8 @@
 
 #include <boost/context/detail/fcontext.hpp>
 
+#include "common/platform.h"
+
 #if defined(__SANITIZE_ADDRESS__)
 #define SIMT_ASAN 1
 #include <sanitizer/asan_interface.h>
@@ -31,7 +33,9 @@
 #define SIMT_TSAN 0
 #endif
 
-namespace simt::cpu::detail {
+namespace simt {
+inline namespace cpu {
+namespace detail {
 
 namespace fctx = boost::context::detail;
 
@@ -80,10 +84,8 @@ std::size_t Fiber::stack_bytes() { return (SIMT_ASAN || SIMT_TSAN) ? 256 * 1024 
 Fiber::Fiber(Body body, void* arg, const char* name) : body_(body), arg_(arg) {
   // The stack, with one inaccessible page below it: the stack grows down, into the guard page.
   mapping_bytes_ = page_bytes() + stack_bytes();
-  mapping_ = mmap(nullptr, mapping_bytes_, PROT_READ | PROT_WRITE,
-                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
-  if (mapping_ == MAP_FAILED) {
-    mapping_ = nullptr;
+  mapping_ = fa::platform::map_stack(mapping_bytes_);
+  if (mapping_ == nullptr) {
     throw std::runtime_error("simt: cannot map a fiber stack of " + std::to_string(mapping_bytes_) +
                              " bytes: " + std::strerror(errno));
   }
@@ -201,4 +203,6 @@ void Fiber::entry(void* from_context, const Jump* jump) noexcept {
   }
 }
 
-}  // namespace simt::cpu::detail
+}  // namespace detail
+}  // namespace cpu
+}  // namespace simt

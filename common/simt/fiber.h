@@ -31,7 +31,9 @@
 
 #include <cstddef>
 
-namespace simt::cpu::detail {
+namespace simt {
+inline namespace cpu {
+namespace detail {
 
 class Fiber {
  public:
@@ -83,4 +85,6 @@ class Fiber {
   void* tsan_host_ = nullptr;
 };
 
-}  // namespace simt::cpu::detail
+}  // namespace detail
+}  // namespace cpu
+}  // namespace simt

@@ -26,6 +26,8 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <bit>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -35,6 +37,7 @@
 #include <vector>
 
 #include "common/simt/device_code.h"
+#include "common/simt/fp8.h"
 #include "common/simt/half_precision.h"
 #include "common/simt/hopper.h"
 #include "common/simt/observer.h"
@@ -195,23 +198,46 @@ struct WgmmaOperands {
   const std::source_location* site;
 };
 
+bool is_fp8(WgmmaInput input) { return input == WgmmaInput::e4m3 || input == WgmmaInput::e5m2; }
+
 const char* wgmma_name(const WgmmaShape& s) {
-  return s.input == WgmmaInput::bf16 ? "wgmma_m64nNk16_bf16" : "wgmma_m64nNk16_f16";
+  using enum WgmmaInput;
+  if (s.input_a == bf16) return "wgmma_m64nNk16_bf16";
+  if (s.input_a == f16) return "wgmma_m64nNk16_f16";
+  if (s.input_a == s.input_b) return s.input_a == e4m3 ? "wgmma_m64nNk32_e4m3" : "wgmma_m64nNk32_e5m2";
+  return s.input_a == e4m3 ? "wgmma_m64nNk32_e4m3_e5m2" : "wgmma_m64nNk32_e5m2_e4m3";
 }
+
+// The bytes of one element, and the k of one wgmma: 2 and 16 (bf16, f16), 1 and 32 (FP8).
+unsigned element_bytes(WgmmaInput input) { return is_fp8(input) ? 1u : 2u; }
+unsigned wgmma_k(const WgmmaShape& s) { return 32u / element_bytes(s.input_a); }
 
 float element_to_float(WgmmaInput input, std::uint16_t bits) {
-  return input == WgmmaInput::bf16 ? bf16_bits_to_float(bits) : f16_bits_to_float(bits);
+  switch (input) {
+    case WgmmaInput::bf16:
+      return bf16_bits_to_float(bits);
+    case WgmmaInput::f16:
+      return f16_bits_to_float(bits);
+    case WgmmaInput::e4m3:
+      return e4m3_bits_to_float(static_cast<std::uint8_t>(bits));
+    case WgmmaInput::e5m2:
+      break;
+  }
+  return e5m2_bits_to_float(static_cast<std::uint8_t>(bits));
 }
 
-// The byte offset of element (mn, k) of a 2-byte operand from the descriptor's start, before the
-// swizzle: the table of hopper.h, from the PTX ISA's "Shared Memory Matrix Layout" and "Strides".
-std::uint32_t operand_offset(const WgmmaDescriptorFields& f, Major major, unsigned mn, unsigned k) {
+// The byte offset of element (mn, k) of an operand of `bytes`-byte elements from the descriptor's
+// start, before the swizzle: the tables of hopper.h, from the PTX ISA's "Shared Memory Matrix
+// Layout" and "Strides". K-major, an element's place along k is its byte offset k * bytes (a row
+// of k is 32 bytes for every type); M/N-major exists for 2-byte elements only.
+std::uint32_t operand_offset(const WgmmaDescriptorFields& f, Major major, unsigned mn, unsigned k, unsigned bytes) {
   const std::uint32_t span = swizzle_span(f.swizzle);
   if (major == Major::k) {
+    const std::uint32_t k_byte = k * bytes;
     if (f.swizzle == Swizzle::none) {
-      return (mn / 8) * f.stride_byte_offset + (k / 8) * f.leading_byte_offset + (mn % 8) * 16 + (k % 8) * 2;
+      return (mn / 8) * f.stride_byte_offset + (k_byte / 16) * f.leading_byte_offset + (mn % 8) * 16 + k_byte % 16;
     }
-    return (mn / 8) * f.stride_byte_offset + (mn % 8) * span + (k / 8) * 16 + (k % 8) * 2;
+    return (mn / 8) * f.stride_byte_offset + (mn % 8) * span + k_byte;
   }
   if (f.swizzle == Swizzle::none) {
     return (mn / 8) * f.stride_byte_offset + (k / 8) * f.leading_byte_offset + (k % 8) * 16 + (mn % 8) * 2;
@@ -228,8 +254,9 @@ std::string describe_descriptor(const WgmmaDescriptorFields& f) {
          std::to_string(f.base_offset) + ", swizzle " + names[static_cast<unsigned>(f.swizzle)];
 }
 
-// Reads the rows x 16 operand of `desc` into out[mn * 16 + k] (A), or out[k * rows + mn] when
-// k_outer (B: the product then runs along contiguous n).
+// Reads the rows x K operand of `desc` (K = 16 for 2-byte elements, 32 for FP8) into
+// out[mn * K + k] (A, and B of FP8: its products run along k), or out[k * rows + mn] when k_outer
+// (B of bf16 and f16: the product then runs along contiguous n).
 // The 16-byte chunks it reads join *chunks, where given (for the race checker).
 void read_operand(const char* name, const char* which, std::uint64_t desc, Major major, unsigned rows, WgmmaInput input,
                   bool k_outer, float* out, const std::source_location& site,
@@ -253,10 +280,12 @@ void read_operand(const char* name, const char* which, std::uint64_t desc, Major
            std::to_string(8 * span) + " < 128)");
     }
   }
+  const unsigned bytes = element_bytes(input), k_count = 32 / bytes;
   for (unsigned mn = 0; mn < rows; ++mn) {
-    for (unsigned k = 0; k < 16; ++k) {
-      const std::uint32_t address = swizzled_address(f.start_address + operand_offset(f, major, mn, k), f.swizzle);
-      if (std::size_t{address} + 2 > dynamic_shared_size) {
+    for (unsigned k = 0; k < k_count; ++k) {
+      const std::uint32_t address =
+          swizzled_address(f.start_address + operand_offset(f, major, mn, k, bytes), f.swizzle);
+      if (std::size_t{address} + bytes > dynamic_shared_size) {
         fail("reaches element (" + std::to_string(mn) + ", " + std::to_string(k) + ") at shared address " +
              hex32(address) + ", past the end of this block's dynamic shared memory (" +
              std::to_string(dynamic_shared_size) + " bytes)");
@@ -264,24 +293,148 @@ void read_operand(const char* name, const char* which, std::uint64_t desc, Major
       if (chunks != nullptr && (chunks->empty() || chunks->back() != address / 16)) {
         chunks->push_back(address / 16);
       }
-      std::uint16_t bits;
-      std::memcpy(&bits, dynamic_shared_memory + address, 2);
-      out[k_outer ? k * rows + mn : mn * 16 + k] = element_to_float(input, bits);
+      std::uint16_t bits = std::to_integer<std::uint8_t>(dynamic_shared_memory[address]);
+      if (bytes == 2) std::memcpy(&bits, dynamic_shared_memory + address, 2);
+      out[k_outer ? k * rows + mn : mn * k_count + k] = element_to_float(input, bits);
     }
   }
 }
 
 // Scratch space for one wgmma (the fibers' stacks are small): A, B, and C then D.
-thread_local std::vector<float> scratch_a(64 * 16), scratch_b(256 * 16), scratch_d(64 * 256);
+thread_local std::vector<float> scratch_a(64 * 32), scratch_b(256 * 32), scratch_d(64 * 256);
+
+// ---- FP8: the 32 products of one k32 step, added to D as hopper.h's "Accumulation" says ---------
+
+std::atomic<Fp8Accumulation> fp8_mode{Fp8Accumulation::exact};
+
+__extension__ typedef __int128 Int128;
+__extension__ typedef unsigned __int128 UInt128;
+
+// Every FP8 value is an integer multiple of 2^-16 (e5m2's smallest subnormal; e4m3's is 2^-9), and
+// below 2^16 in magnitude (57344), so a product is a multiple of 2^-32 below 2^64, exactly an
+// integer in units of 2^-32; the sum of 32 of them fits 70 bits.
+constexpr int fp8_unit_exponent = -16;
+
+// A signed number in units of 2^-160, 320 bits of two's complement (limb 0 lowest): every float (a
+// multiple of 2^-149 below 2^128) plus a sum of 32 FP8 products (a multiple of 2^-32 below 2^70)
+// fits exactly, so the sum D + (the products) is rounded once, at to_float.
+class Fixed320 {
+ public:
+  static constexpr int lsb = -160;
+
+  // Adds m 2^e; e >= lsb and |m| 2^e below 2^158.
+  void add(Int128 m, int e) {
+    const bool negative = m < 0;
+    const UInt128 magnitude = negative ? -static_cast<UInt128>(m) : static_cast<UInt128>(m);
+    const auto shift = static_cast<unsigned>(e - lsb);
+    const unsigned q = shift / 64, r = shift % 64;
+    const auto lo = static_cast<std::uint64_t>(magnitude), hi = static_cast<std::uint64_t>(magnitude >> 64);
+    const std::uint64_t parts[3] = {lo << r, r == 0 ? hi : (hi << r) | (lo >> (64 - r)), r == 0 ? 0 : hi >> (64 - r)};
+    std::array<std::uint64_t, 5> term{};
+    for (unsigned i = 0; i < 3 && q + i < 5; ++i) term[q + i] = parts[i];
+    if (negative) negate(term);
+    std::uint64_t carry = 0;
+    for (unsigned i = 0; i < 5; ++i) {
+      const UInt128 sum = static_cast<UInt128>(limb_[i]) + term[i] + carry;
+      limb_[i] = static_cast<std::uint64_t>(sum);
+      carry = static_cast<std::uint64_t>(sum >> 64);
+    }
+  }
+
+  // The value rounded to the nearest float, ties to even (subnormals kept, past FLT_MAX inf).
+  float to_float() const {
+    std::array<std::uint64_t, 5> x = limb_;
+    const bool negative = (x[4] >> 63) != 0;
+    if (negative) negate(x);
+    int top = -1;  // the index of the highest set bit
+    for (int i = 4; i >= 0 && top < 0; --i) {
+      if (x[i] != 0) top = 64 * i + 63 - std::countl_zero(x[i]);
+    }
+    if (top < 0) return 0.0f;
+    // The lowest bit the float keeps: 24 bits from the top, but not below 2^-149 (bit 11). Every
+    // value here is a multiple of 2^-149, so the guard bit below it exists.
+    const int first = std::max(top - 23, -149 - lsb);
+    const auto bit = [&x](int i) { return (x[static_cast<unsigned>(i) / 64] >> (i % 64)) & 1u; };
+    std::uint32_t kept = 0;
+    for (int i = top; i >= first; --i) kept = (kept << 1) | static_cast<std::uint32_t>(bit(i));
+    const int guard = first - 1;
+    bool sticky = (x[static_cast<unsigned>(guard) / 64] & ((std::uint64_t{1} << (guard % 64)) - 1)) != 0;
+    for (int i = 0; i < guard / 64 && !sticky; ++i) sticky = x[static_cast<unsigned>(i)] != 0;
+    if (bit(guard) != 0 && (sticky || (kept & 1u) != 0)) ++kept;
+    const float magnitude = std::ldexp(static_cast<float>(kept), first + lsb);
+    return negative ? -magnitude : magnitude;
+  }
+
+ private:
+  static void negate(std::array<std::uint64_t, 5>& x) {
+    bool carry = true;
+    for (std::uint64_t& w : x) {
+      w = ~w + (carry ? 1u : 0u);
+      carry = carry && w == 0;
+    }
+  }
+  std::array<std::uint64_t, 5> limb_{};
+};
+
+// c + sum 2^-32, rounded once to float (c finite).
+float add_rounded_once(float c, Int128 sum) {
+  if (sum == 0) return c + 0.0f;  // nothing to add: D is C (and -0 + +0 is +0, as in float)
+  Fixed320 x;
+  x.add(sum, 2 * fp8_unit_exponent);
+  if (c != 0.0f) {
+    // c = m 2^e with m an integer of at most 24 bits and e >= -149 (subnormals included).
+    const int e = std::max(std::ilogb(c) - 23, -149);
+    x.add(static_cast<Int128>(std::ldexp(c, -e)), e);
+  }
+  return x.to_float();
+}
+
+// One element of D = A B + C for FP8: a and b are the 32 codes' values in units of 2^-16 (so a
+// product is in units of 2^-32), c the accumulator, or (any of them not finite) the values
+// themselves in double, where IEEE arithmetic gives the NaN or infinity.
+float fp8_dot(const float* a, const float* b, float c, Fp8Accumulation mode) {
+  bool finite = std::isfinite(c);
+  for (unsigned k = 0; k < 32; ++k) finite = finite && std::isfinite(a[k]) && std::isfinite(b[k]);
+  if (!finite) {
+    double sum = c;
+    for (unsigned k = 0; k < 32; ++k) sum += static_cast<double>(a[k]) * b[k];
+    return static_cast<float>(sum);
+  }
+  std::array<Int128, 32> products;
+  std::uint64_t largest = 0;
+  for (unsigned k = 0; k < 32; ++k) {
+    const auto ak = static_cast<std::int64_t>(std::ldexp(a[k], -fp8_unit_exponent));
+    const auto bk = static_cast<std::int64_t>(std::ldexp(b[k], -fp8_unit_exponent));
+    products[k] = static_cast<Int128>(ak) * bk;
+    const auto magnitude = static_cast<std::uint64_t>(products[k] < 0 ? -products[k] : products[k]);
+    largest = std::max(largest, magnitude);
+  }
+  if (mode == Fp8Accumulation::truncated14 && largest != 0) {
+    // Keep the bits of weight 2^(E - 13) and above, E the largest product's leading bit.
+    const int drop = 63 - std::countl_zero(largest) - 13;
+    if (drop > 0) {
+      for (Int128& p : products) {
+        const Int128 magnitude = p < 0 ? -p : p;
+        const Int128 cut = (magnitude >> drop) << drop;
+        p = p < 0 ? -cut : cut;
+      }
+    }
+  }
+  Int128 sum = 0;
+  for (const Int128& p : products) sum += p;
+  return add_rounded_once(c, sum);
+}
 
 // D = A B + C for the warpgroup. Fragment indices: PTX ISA, "Register Fragments and Shared Memory
-// Matrix Layouts" for wgmma .m64nNk16, with the warp w of the warpgroup, the lane's groupID = lane / 4
-// and threadID_in_group = lane % 4:
-//   A (.f16x2 / .bf16x2 registers a0..a3, elements a0..a7):
-//     row = 16 w + groupID + 8 ((i / 2) % 2), col = 8 (i / 4) + 2 threadID_in_group + i % 2 for ai
+// Matrix Layouts" for wgmma .m64nNk16 and .m64nNk32, with the warp w of the warpgroup, the lane's
+// groupID = lane / 4 and threadID_in_group = lane % 4:
+//   A, e elements per register (2: .f16x2 / .bf16x2, elements a0..a7; 4: FP8, a0..a15), element
+//   ai in register i / e, the lowest i in the lowest bits:
+//     row = 16 w + groupID + 8 ((i / e) % 2), col = 4 e (i / 2 e) + e threadID_in_group + i % e
 //   D (f32 d0 .. d(N/2 - 1)):
 //     row = 16 w + groupID + 8 ((i / 2) % 2), col = 8 (i / 4) + 2 threadID_in_group + i % 2 for di
-// Sums as in mma's emulation (tensor_core.cpp): each product exact in float32, added with k in order.
+// Sums: bf16 and f16 as in mma's emulation (tensor_core.cpp), each product exact in float32, added
+// with k in order; FP8 by fp8_dot, as set_fp8_accumulation says.
 void complete_wgmma(void* const* lane_operands) {
   const Bookkeeping scope;
   const auto& first = *static_cast<const WgmmaOperands*>(lane_operands[0]);
@@ -320,19 +473,30 @@ void complete_wgmma(void* const* lane_operands) {
     }
   }
 
-  float* A = scratch_a.data();  // A[m * 16 + k]
-  float* B = scratch_b.data();  // B[k * n + nn]
+  const bool fp8 = is_fp8(shape.input_a);
+  for (const auto& [major, which] : {std::pair{shape.major_a, "A"}, std::pair{shape.major_b, "B"}}) {
+    if (fp8 && major == Major::mn) {
+      throw std::invalid_argument(
+          std::string(name) + " (" + where(site) + "): operand " + which + " is " + (which[0] == 'A' ? "M" : "N") +
+          "-major (Major::mn), and FP8 wgmma reads K-major operands only: the PTX ISA has no "
+          "transpose (imm-trans) for 8-bit types. Write the operand K-major into shared memory");
+    }
+  }
+  const unsigned k_count = wgmma_k(shape);
+  float* A = scratch_a.data();  // A[m * k_count + k]
+  float* B = scratch_b.data();  // B[k * n + nn] (bf16, f16), B[nn * 32 + k] (FP8)
   float* D = scratch_d.data();  // D[m * n + nn]
   if (shape.a_in_registers) {
+    const unsigned bytes = element_bytes(shape.input_a), e = 4 / bytes;  // elements per register
     for (unsigned q = 0; q < warpgroup_threads; ++q) {
       const auto& o = *static_cast<const WgmmaOperands*>(lane_operands[q]);
       const unsigned w = q / lanes, lane = q % lanes, groupID = lane / 4, threadID_in_group = lane % 4;
-      for (unsigned i = 0; i < 8; ++i) {
-        const unsigned row = 16 * w + groupID + 8 * ((i / 2) % 2);
-        const unsigned col = 8 * (i / 4) + 2 * threadID_in_group + i % 2;
-        const std::uint32_t reg = o.a[i / 2];
-        A[row * 16 + col] =
-            element_to_float(shape.input, static_cast<std::uint16_t>(i % 2 != 0 ? reg >> 16 : reg & 0xffffu));
+      for (unsigned i = 0; i < 4 * e; ++i) {
+        const unsigned row = 16 * w + groupID + 8 * ((i / e) % 2);
+        const unsigned col = 4 * e * (i / (2 * e)) + e * threadID_in_group + i % e;
+        const std::uint32_t element = o.a[i / e] >> (8 * bytes * (i % e));
+        A[row * k_count + col] =
+            element_to_float(shape.input_a, static_cast<std::uint16_t>(element & ((1u << (8 * bytes)) - 1u)));
       }
     }
   }
@@ -343,8 +507,8 @@ void complete_wgmma(void* const* lane_operands) {
   std::vector<std::uint32_t>* footprint = observer::async_watched() ? &chunks : nullptr;
   const std::uint64_t operand_bytes = 16 * 2 * (std::uint64_t{shape.a_in_registers ? 0u : 64u} + n);
   if (!shape.a_in_registers)
-    read_operand(name, "A", first.desc_a, shape.major_a, 64, shape.input, false, A, site, footprint);
-  read_operand(name, "B", first.desc_b, shape.major_b, n, shape.input, true, B, site, footprint);
+    read_operand(name, "A", first.desc_a, shape.major_a, 64, shape.input_a, false, A, site, footprint);
+  read_operand(name, "B", first.desc_b, shape.major_b, n, shape.input_b, !fp8, B, site, footprint);
   std::sort(chunks.begin(), chunks.end());
   chunks.erase(std::unique(chunks.begin(), chunks.end()), chunks.end());
   const std::uint32_t read = observer::wgmma_read(site, group0, operand_bytes, chunks);
@@ -371,11 +535,17 @@ void complete_wgmma(void* const* lane_operands) {
       D[row * n + col] = !first.scale_d ? 0.0f : in_flight != nullptr ? in_flight->values[i] : o.d[i];
     }
   }
+  if (fp8) {
+    const Fp8Accumulation mode = fp8_mode.load(std::memory_order_relaxed);
+    for (unsigned m = 0; m < 64; ++m) {
+      for (unsigned j = 0; j < n; ++j) D[m * n + j] = fp8_dot(A + m * 32, B + j * 32, D[m * n + j], mode);
+    }
+  }
   // D += A B: a row at a time, k in order, 8 columns at once in two vectors of four floats (a
   // GCC/Clang vector extension, as mma's emulation does; n is a multiple of 8). Element by element
   // this is D[m][j] = (...(C[m][j] + A[m][0] B[0][j]) + ...) + A[m][15] B[15][j].
   using float4 = float __attribute__((vector_size(16)));
-  for (unsigned m = 0; m < 64; ++m) {
+  for (unsigned m = 0; m < 64 && !fp8; ++m) {
     float* row = D + m * n;
     for (unsigned j = 0; j < n; j += 8) {
       float4 acc[2];
@@ -699,6 +869,13 @@ void wgmma(const WgmmaShape& shape, float* d, const std::uint32_t* a, std::uint6
   op.operands = &operands;
   warpgroup_collective(op, site);
 }
+
+}  // namespace detail
+
+void set_fp8_accumulation(Fp8Accumulation mode) { detail::fp8_mode.store(mode, std::memory_order_relaxed); }
+Fp8Accumulation fp8_accumulation() { return detail::fp8_mode.load(std::memory_order_relaxed); }
+
+namespace detail {
 
 void wgmma_fence(const std::source_location&) {
   const Bookkeeping scope;

@@ -1,6 +1,6 @@
-// Hopper's instructions (sm_90a) as functions of namespace simt: wgmma, its shared-memory matrix
-// descriptor, mbarrier, named barriers, the async proxy's fence, setmaxnreg, and TMA
-// (cp.async.bulk.tensor, with the tensor map of tensor_map.h). Included by tensor_core.h, so by
+// Hopper's instructions (sm_90a) as functions of namespace simt: wgmma (bf16, f16, FP8), its
+// shared-memory matrix descriptor, mbarrier, named barriers, the async proxy's fence, setmaxnreg,
+// and TMA (cp.async.bulk.tensor, with the tensor map of tensor_map.h). Included by tensor_core.h, so by
 // simt.h, for both backends: under nvcc each function is the PTX instruction (hopper_gpu.h, inline
 // asm); for the host compiler an emulation from the PTX ISA's definitions (hopper_cpu.h,
 // hopper.cpp). docs/simt.md, "Hopper on the CPU", walks through all of it.
@@ -63,6 +63,44 @@
 //       (each warp's 16 rows as mma.m16n8k16's A and C fragments). So the f32 accumulator of one
 //       wgmma, packed in pairs, is the A operand of the next: columns 16 c .. 16 c + 15 of D are
 //       a = {pack(d[8c], d[8c+1]), pack(d[8c+2], d[8c+3]), pack(d[8c+4], d[8c+5]), pack(d[8c+6], d[8c+7])}.
+//   wgmma_m64nNk32_e4m3<N, major_a = Major::k, major_b = Major::k>(d, desc_a, desc_b, scale_d)
+//   wgmma_m64nNk32_e5m2<N, ...>, wgmma_m64nNk32_e4m3_e5m2<N, ...>, wgmma_m64nNk32_e5m2_e4m3<N, ...>
+//       wgmma.mma_async.sync.aligned.m64nNk32.f32.{e4m3,e5m2}.{e4m3,e5m2} with A and B from shared
+//       memory: D (64 x N, f32) = A (64 x 32) B (32 x N) + (scale_d ? D : 0). One type in the name:
+//       A and B both of it; two: A's, then B's (the PTX lets them differ for FP8 only). The PTX
+//       ISA, "wgmma.mma_async" (Syntax, "FP8 floating point type"), and "Matrix Fragments for
+//       wgmma.mma_async.m64nNk32".
+//   wgmma_m64nNk32_e4m3<N, major_b = Major::k>(d, a, desc_b, scale_d)   (and the other three): A
+//       from registers. float (&d)[N / 2] as for k16 (the same accumulator fragment), const
+//       std::uint32_t (&a)[4]: 16 codes per thread, 4 per register, the lowest k in bits 0-7
+//       (figure "WGMMA .m64nNk32 register fragment layout for matrix A"):
+//         byte b of a[j]: A[16 w + g + 8 (j % 2)][16 (j / 2) + 4 t + b]
+//       (each warp's 16 rows as mma.m16n8k32's A fragment). N as for k16.
+//       In shared memory an FP8 operand is MN x 32 codes of 1 byte: a row of k is 32 bytes, as a
+//       row of 16 bf16, and the core matrices are 8 rows of 16 codes. The K-major rows of the table
+//       above hold with the byte offset of k, k itself, in place of 2 k:
+//         K-major, no swizzle  offset = (mn / 8) SBO + (k / 16) LBO + (mn % 8) 16 + k % 16
+//         K-major, span S      offset = (mn / 8) SBO + (mn % 8) S + k                   (LBO unused)
+//       Both operands must be K-major: the PTX ISA gives FP8 wgmma no imm-trans-a/-b ("the
+//       transpose operation is only supported for the .f16/.bf16 types"). major_a and major_b are
+//       there to say so in one place: Major::mn does not compile for the GPU, and on the CPU the
+//       wgmma is an error naming the line (simt::launch throws std::runtime_error). Write a V-like
+//       operand transposed into shared memory instead (FlashAttention-3 transposes V in its kernel).
+//       Accumulation: the PTX ISA does not say how the tensor core adds the 32 products to D. On
+//       the GPU it is what the hardware does; DeepSeek-V3's technical report (2024, section 3.3.2,
+//       "Increasing accumulation precision") measured that H800's FP8 GEMM keeps about 14 bits of
+//       the sum before the f32 add. The CPU emulation takes one of two assumptions, chosen at run
+//       time by set_fp8_accumulation (hopper_cpu.h):
+//         Fp8Accumulation::exact (the default): the 32 products summed exactly, then added to D
+//           with one rounding to f32 (to nearest, ties to even);
+//         Fp8Accumulation::truncated14: each product exact; the largest product's leading bit, at
+//           2^E, fixes the alignment; each product keeps its bits of weight 2^(E - 13) and above
+//           (14 bits from 2^E down), the rest cut off toward zero; the 32 cut products are summed
+//           exactly, and that sum is added to D with one rounding to f32. A product below
+//           2^(E - 13) counts for nothing, and what a large term's cancellation leaves keeps at
+//           most 14 bits.
+//       A NaN code or an infinity among the operands (or in D) gives what IEEE arithmetic in
+//       double gives: NaN, or an infinity. imm-scale-a and imm-scale-b are 1 (no negation).
 //   wgmma_fence_operand(d)     no instruction: keeps nvcc from moving reads or writes of d across
 //                              it (after wgmma_wait_group, before wgmma_fence). CPU: nothing.
 //   wgmma_fence()              wgmma.fence.sync.aligned: before the first wgmma of a batch, after
@@ -193,10 +231,15 @@ SIMT_HOST_DEVICE constexpr WgmmaDescriptorFields decode_wgmma_descriptor(std::ui
   return {field(0), field(16), field(32), static_cast<unsigned>((d >> 49) & 7u), swizzle};
 }
 
-// The N of wgmma .m64nNk16 that both backends provide (hopper_gpu.h writes each out).
+// The N of wgmma .m64nNk16 and .m64nNk32 that both backends provide (hopper_gpu_wgmma.h writes
+// each out).
 constexpr bool wgmma_n_supported(int n) {
   return n == 8 || n == 16 || n == 32 || n == 64 || n == 96 || n == 128 || n == 192 || n == 256;
 }
+
+// How the CPU's emulation of FP8 wgmma adds the 32 products of one k32 step to D (the comment
+// above; hopper_cpu.h's set_fp8_accumulation chooses). The GPU does what its hardware does.
+enum class Fp8Accumulation : std::uint8_t { exact, truncated14 };
 
 }  // namespace simt
 

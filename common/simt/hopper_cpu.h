@@ -35,13 +35,14 @@ inline constexpr std::uint32_t wgmma_pending_bits = 0x7f86a3a0u;
 
 namespace detail {
 
-enum class WgmmaInput { bf16, f16 };
+enum class WgmmaInput { bf16, f16, e4m3, e5m2 };
 struct WgmmaShape {
-  WgmmaInput input;
+  WgmmaInput input_a;
   int n;
   Major major_a;  // ignored when A comes from registers
   Major major_b;
   bool a_in_registers;
+  WgmmaInput input_b = input_a;  // FP8 only may have another type for B
 };
 void wgmma(const WgmmaShape& shape, float* d, const std::uint32_t* a, std::uint64_t desc_a, std::uint64_t desc_b,
            bool scale_d, const std::source_location& site);
@@ -104,6 +105,35 @@ void wgmma_m64nNk16_f16(float (&d)[N / 2], const std::uint32_t (&a)[4], std::uin
   static_assert(wgmma_n_supported(N), "wgmma .m64nNk16: N is one of 8, 16, 32, 64, 96, 128, 192, 256 here");
   detail::wgmma({detail::WgmmaInput::f16, N, Major::k, major_b, true}, d, a, 0, desc_b, scale_d, site);
 }
+
+// The FP8 wgmma of hopper.h (.m64nNk32): NAME with A of type A_TYPE and B of B_TYPE, from shared
+// memory and with A from registers. Both operands K-major: a Major::mn is an error at the wgmma.
+#define SIMT_WGMMA_K32_CPU(NAME, A_TYPE, B_TYPE)                                                                    \
+  template <int N, Major major_a = Major::k, Major major_b = Major::k>                                              \
+  void NAME(float(&d)[N / 2], std::uint64_t desc_a, std::uint64_t desc_b, bool scale_d,                             \
+            std::source_location site = std::source_location::current()) {                                          \
+    static_assert(wgmma_n_supported(N), "wgmma .m64nNk32: N is one of 8, 16, 32, 64, 96, 128, 192, 256 here");      \
+    detail::wgmma({detail::WgmmaInput::A_TYPE, N, major_a, major_b, false, detail::WgmmaInput::B_TYPE}, d, nullptr, \
+                  desc_a, desc_b, scale_d, site);                                                                   \
+  }                                                                                                                 \
+  template <int N, Major major_b = Major::k>                                                                        \
+  void NAME(float(&d)[N / 2], const std::uint32_t(&a)[4], std::uint64_t desc_b, bool scale_d,                       \
+            std::source_location site = std::source_location::current()) {                                          \
+    static_assert(wgmma_n_supported(N), "wgmma .m64nNk32: N is one of 8, 16, 32, 64, 96, 128, 192, 256 here");      \
+    detail::wgmma({detail::WgmmaInput::A_TYPE, N, Major::k, major_b, true, detail::WgmmaInput::B_TYPE}, d, a, 0,    \
+                  desc_b, scale_d, site);                                                                           \
+  }
+SIMT_WGMMA_K32_CPU(wgmma_m64nNk32_e4m3, e4m3, e4m3)
+SIMT_WGMMA_K32_CPU(wgmma_m64nNk32_e5m2, e5m2, e5m2)
+SIMT_WGMMA_K32_CPU(wgmma_m64nNk32_e4m3_e5m2, e4m3, e5m2)
+SIMT_WGMMA_K32_CPU(wgmma_m64nNk32_e5m2_e4m3, e5m2, e4m3)
+#undef SIMT_WGMMA_K32_CPU
+
+// How FP8 wgmma adds its 32 products to D on the CPU (hopper.h, "Accumulation"): exact, the
+// default, or truncated14. For the whole process, from the next wgmma on (blocks running at the
+// time may see either). Throws nothing.
+void set_fp8_accumulation(Fp8Accumulation mode);
+Fp8Accumulation fp8_accumulation();
 
 // On the GPU an empty asm that pins the accumulators' register accesses on either side of it
 // (hopper_gpu.h); nothing to do on the CPU, whose d is memory.

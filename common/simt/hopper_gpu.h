@@ -93,6 +93,36 @@ __device__ __forceinline__ void wgmma_m64nNk16_f16(float (&d)[N / 2], const std:
   SIMT_WGMMA_DISPATCH(RS, "f16");
 }
 
+// The FP8 wgmma of hopper.h (.m64nNk32): NAME with A of type ATYPE and B of BTYPE (PTX type
+// names), from shared memory and with A from registers. The PTX has no imm-trans for FP8, so a
+// Major::mn operand does not compile.
+#if SIMT_HAVE_SM90A
+#define SIMT_WGMMA_K32_DISPATCH(KIND, ATYPE, BTYPE) SIMT_WGMMA_K32_BY_N(KIND, ATYPE, BTYPE)
+#else
+#define SIMT_WGMMA_K32_DISPATCH(KIND, ATYPE, BTYPE) __trap()
+#endif
+#define SIMT_WGMMA_K32_GPU(NAME, ATYPE, BTYPE)                                                                       \
+  template <int N, Major major_a = Major::k, Major major_b = Major::k>                                               \
+  __device__ __forceinline__ void NAME(float(&d)[N / 2], std::uint64_t desc_a, std::uint64_t desc_b, bool scale_d) { \
+    static_assert(wgmma_n_supported(N), "wgmma .m64nNk32: N is one of 8, 16, 32, 64, 96, 128, 192, 256 here");       \
+    static_assert(major_a == Major::k && major_b == Major::k,                                                        \
+                  "FP8 wgmma reads K-major operands only: the PTX ISA has no transpose for 8-bit types");            \
+    SIMT_WGMMA_K32_DISPATCH(SS, ATYPE, BTYPE);                                                                       \
+  }                                                                                                                  \
+  template <int N, Major major_b = Major::k>                                                                         \
+  __device__ __forceinline__ void NAME(float(&d)[N / 2], const std::uint32_t(&a)[4], std::uint64_t desc_b,           \
+                                       bool scale_d) {                                                               \
+    static_assert(wgmma_n_supported(N), "wgmma .m64nNk32: N is one of 8, 16, 32, 64, 96, 128, 192, 256 here");       \
+    static_assert(major_b == Major::k,                                                                               \
+                  "FP8 wgmma reads K-major operands only: the PTX ISA has no transpose for 8-bit types");            \
+    SIMT_WGMMA_K32_DISPATCH(RS, ATYPE, BTYPE);                                                                       \
+  }
+SIMT_WGMMA_K32_GPU(wgmma_m64nNk32_e4m3, "e4m3", "e4m3")
+SIMT_WGMMA_K32_GPU(wgmma_m64nNk32_e5m2, "e5m2", "e5m2")
+SIMT_WGMMA_K32_GPU(wgmma_m64nNk32_e4m3_e5m2, "e4m3", "e5m2")
+SIMT_WGMMA_K32_GPU(wgmma_m64nNk32_e5m2_e4m3, "e5m2", "e4m3")
+#undef SIMT_WGMMA_K32_GPU
+
 template <int K>
 __device__ __forceinline__ void wgmma_fence_operand(float (&d)[K]) {
 #pragma unroll

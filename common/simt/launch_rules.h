@@ -24,7 +24,8 @@ inline constexpr std::size_t default_dynamic_shared_bytes = 48 * 1024;
 inline constexpr std::size_t max_dynamic_shared_bytes = 227 * 1024;
 
 // The kernel's name as the compiler spells the template argument, e.g. "ch05::cpu::flash_kernel<64,
-// 64, 64>", cut out of __PRETTY_FUNCTION__ ("... [with auto Kernel = NAME]" on g++ and clang).
+// 64, 64>", cut out of __PRETTY_FUNCTION__ ("... [with auto Kernel = NAME]" on g++, "... [Kernel =
+// &NAME]" on clang).
 // Never throws; falls back to the whole signature if the compiler spells it differently.
 template <auto Kernel>
 std::string_view kernel_name() {
@@ -33,6 +34,7 @@ std::string_view kernel_name() {
   const std::size_t start = signature.find(key);
   if (start == std::string_view::npos) return signature;
   std::string_view name = signature.substr(start + key.size());
+  if (name.starts_with('&')) name.remove_prefix(1);  // clang spells a function's address: "&demo::block_sum"
   // The name ends at the first ';' or ']' outside of <...> and (...).
   int depth = 0;
   for (std::size_t i = 0; i < name.size(); ++i) {

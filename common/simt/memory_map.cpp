@@ -2,12 +2,11 @@
 // arrays, and the written bits of the race checker's uninitialised reads.
 #include "common/simt/memory_map.h"
 
-#include <link.h>
-
 #include <algorithm>
 #include <map>
 #include <mutex>
 
+#include "common/platform.h"
 #include "common/simt/device_code.h"
 
 namespace simt::memory {
@@ -36,18 +35,6 @@ template <class T>
 bool inside(std::uintptr_t a, const T& variable) {
   const auto begin = reinterpret_cast<std::uintptr_t>(&variable);
   return a >= begin && a < begin + sizeof(T);
-}
-
-int find_program_tls(dl_phdr_info* info, std::size_t, void* out) {
-  // The first module reported is the program itself.
-  auto* range = static_cast<Range*>(out);
-  for (int i = 0; i < info->dlpi_phnum; ++i) {
-    if (info->dlpi_phdr[i].p_type == PT_TLS && info->dlpi_tls_data != nullptr) {
-      range->begin = reinterpret_cast<std::uintptr_t>(info->dlpi_tls_data);
-      range->end = range->begin + info->dlpi_phdr[i].p_memsz;
-    }
-  }
-  return 1;  // stop after the program
 }
 
 }  // namespace
@@ -128,9 +115,8 @@ const Allocation* find(const std::vector<Allocation>& allocations, std::uintptr_
 
 Range program_thread_local_storage() {
   thread_local const Range range = [] {
-    Range r;
-    dl_iterate_phdr(&find_program_tls, &r);
-    return r;
+    const fa::platform::AddressRange r = fa::platform::program_thread_local_storage();
+    return Range{r.begin, r.end};
   }();
   return range;
 }

@@ -1,6 +1,7 @@
 // observer.h: the events of simt's scheduler, DeviceBuffer and instructions, passed on to the
 // memory profile (profile_recorder.h) and the race checker (racecheck_recorder.h); and the hooks
-// that GCC's outline instrumentation calls before every load and store of a profiled kernel copy.
+// that GCC's or Clang's outline instrumentation calls before every load and store of a profiled
+// kernel copy.
 //
 // This file is never instrumented itself. A hook keeps an access only while a CUDA thread runs on
 // this host thread, in a block that one of the two tools watches (host code of a profiled
@@ -8,6 +9,7 @@
 #include "common/simt/observer.h"
 
 #include <atomic>
+#include <cstring>
 #include <stdexcept>
 
 #include "common/simt/block.h"
@@ -47,14 +49,14 @@ std::string unavailable_reason() {
 #if SIMT_PROFILE_HOOKS
   return "";
 #elif defined(__SANITIZE_ADDRESS__)
-  return "not available in the asan build: the profiled kernels are compiled with GCC's ThreadSanitizer "
+  return "not available in the asan build: the profiled kernels are compiled with ThreadSanitizer's "
          "instrumentation, which does not combine with AddressSanitizer; use the default preset";
 #elif defined(__SANITIZE_THREAD__)
   return "not available in the tsan build: ThreadSanitizer's own runtime takes the calls the profiled kernels "
          "would make to simt; use the default preset";
 #else
-  return "not available in this build: it needs GCC's memory-access instrumentation "
-         "(-fsanitize=thread, without its runtime); build with GCC and the default preset";
+  return "not available in this build: it needs the memory-access instrumentation of GCC or of Clang 15 "
+         "or newer (-fsanitize=thread, without its runtime); build with one of them and the default preset";
 #endif
 }
 
@@ -191,7 +193,8 @@ std::uint32_t tma_store_issued(const std::source_location& site, unsigned thread
 }  // namespace observer
 
 // device_code.h's atomicAdd in a profiled copy.
-namespace cpu::detail {
+inline namespace cpu {
+namespace detail {
 namespace {
 template <class T>
 T atomic_add(T* address, T value, const std::source_location& site) {
@@ -208,7 +211,8 @@ int atomic_add_seen(int* address, int value, const std::source_location& site) {
 unsigned atomic_add_seen(unsigned* address, unsigned value, const std::source_location& site) {
   return atomic_add(address, value, site);
 }
-}  // namespace cpu::detail
+}  // namespace detail
+}  // namespace cpu
 
 namespace observer {
 
@@ -238,43 +242,50 @@ inline void hook(std::uintptr_t address, std::uint32_t bytes, bool store, void* 
 }  // namespace simt
 
 // ---- The hooks -------------------------------------------------------------------------------
-// GCC's -fsanitize=thread instrumentation, compiled without its runtime, calls these before every
-// load and store of a profiled translation unit, with the size in the name (range: the size is the
-// second argument, for a copy of a struct or a fixed-size memcpy), and __tsan_init from a
-// constructor. Unlike AddressSanitizer's instrumentation, it keeps the load and the store of a
-// read-modify-write (x += 1) as two calls, which a race checker needs. It also turns the program's
-// atomic operations into calls, which these functions carry out (sequentially consistent, whatever
-// order was asked for; the kernels' own atomicAdd does not come here: device_code.h), and reports
-// the stores of vtable pointers, which need nothing.
+// GCC's or Clang's -fsanitize=thread instrumentation, compiled without its runtime, calls these
+// before every load and store of a profiled translation unit, with the size in the name (range: the
+// size is the second argument, for a copy of a struct or a fixed-size memcpy), and __tsan_init from
+// a constructor. Unlike AddressSanitizer's instrumentation, it reports both the load and the store
+// of a read-modify-write (x += 1), which a race checker needs: GCC as two calls, Clang as one
+// __tsan_read_write4 (cmake/SimtProfile.cmake asks it to). It also turns the program's atomic
+// operations into calls, which these functions carry out (sequentially consistent, whatever order
+// was asked for; the kernels' own atomicAdd does not come here: device_code.h), and reports the
+// stores of vtable pointers, which need nothing.
 #if SIMT_PROFILE_HOOKS
 extern "C" {
-#define SIMT_MEMORY_HOOK(size)                                                                           \
-  void __tsan_read##size(void* a) {                                                                      \
-    simt::observer::hook(reinterpret_cast<std::uintptr_t>(a), size, false, __builtin_return_address(0)); \
-  }                                                                                                      \
-  void __tsan_write##size(void* a) {                                                                     \
-    simt::observer::hook(reinterpret_cast<std::uintptr_t>(a), size, true, __builtin_return_address(0));  \
-  }                                                                                                      \
-  void __tsan_unaligned_read##size(void* a) {                                                            \
-    simt::observer::hook(reinterpret_cast<std::uintptr_t>(a), size, false, __builtin_return_address(0)); \
-  }                                                                                                      \
-  void __tsan_unaligned_write##size(void* a) {                                                           \
-    simt::observer::hook(reinterpret_cast<std::uintptr_t>(a), size, true, __builtin_return_address(0));  \
-  }
+// The hook for `bytes` at `a`, a load or a store, from the instrumented code that called the hook.
+#define SIMT_HOOK(a, bytes, store)                                                                    \
+  simt::observer::hook(reinterpret_cast<std::uintptr_t>(a), static_cast<std::uint32_t>(bytes), store, \
+                       __builtin_return_address(0))
+#define SIMT_MEMORY_HOOK(size)                                                                   \
+  void __tsan_read##size(void* a) { SIMT_HOOK(a, size, false); }                                 \
+  void __tsan_write##size(void* a) { SIMT_HOOK(a, size, true); }                                 \
+  void __tsan_unaligned_read##size(void* a) { SIMT_HOOK(a, size, false); }                       \
+  void __tsan_unaligned_write##size(void* a) { SIMT_HOOK(a, size, true); }                       \
+  void __tsan_read_write##size(void* a) { SIMT_HOOK(a, size, false), SIMT_HOOK(a, size, true); } \
+  void __tsan_unaligned_read_write##size(void* a) { SIMT_HOOK(a, size, false), SIMT_HOOK(a, size, true); }
 SIMT_MEMORY_HOOK(1)
 SIMT_MEMORY_HOOK(2)
 SIMT_MEMORY_HOOK(4)
 SIMT_MEMORY_HOOK(8)
 SIMT_MEMORY_HOOK(16)
 #undef SIMT_MEMORY_HOOK
-void __tsan_read_range(void* a, unsigned long size) {
-  simt::observer::hook(reinterpret_cast<std::uintptr_t>(a), static_cast<std::uint32_t>(size), false,
-                       __builtin_return_address(0));
+void __tsan_read_range(void* a, unsigned long size) { SIMT_HOOK(a, size, false); }
+void __tsan_write_range(void* a, unsigned long size) { SIMT_HOOK(a, size, true); }
+// Clang (LLVM 16 on) calls these in place of memcpy, memmove and memset.
+void* __tsan_memcpy(void* to, const void* from, unsigned long size) {
+  SIMT_HOOK(from, size, false), SIMT_HOOK(to, size, true);
+  return std::memcpy(to, from, size);
 }
-void __tsan_write_range(void* a, unsigned long size) {
-  simt::observer::hook(reinterpret_cast<std::uintptr_t>(a), static_cast<std::uint32_t>(size), true,
-                       __builtin_return_address(0));
+void* __tsan_memmove(void* to, const void* from, unsigned long size) {
+  SIMT_HOOK(from, size, false), SIMT_HOOK(to, size, true);
+  return std::memmove(to, from, size);
 }
+void* __tsan_memset(void* to, int value, unsigned long size) {
+  SIMT_HOOK(to, size, true);
+  return std::memset(to, value, size);
+}
+#undef SIMT_HOOK
 void __tsan_init() {}
 void __tsan_func_entry(void*) {}
 void __tsan_func_exit() {}

@@ -20,8 +20,8 @@
 // warp, between two synchronisation points of that warp (__syncthreads(), a shuffle, any other
 // warp-collective operation), is one warp instruction; lanes that do not execute it are inactive.
 //
-// Available in builds with GCC and without a sanitizer (the hooks are the functions GCC's
-// -fsanitize=thread instrumentation calls, which the tsan preset's runtime defines itself, and
+// Available in builds with GCC or Clang 15+ and without a sanitizer (the hooks are the functions
+// their -fsanitize=thread instrumentation calls, which the tsan preset's runtime defines itself, and
 // which does not combine with the asan preset's AddressSanitizer); available() says so, and
 // start() throws where it is not.
 // Source: Nsight Compute, "Kernel Profiling Guide" (the metrics named in profile_count.h).
@@ -105,7 +105,7 @@ struct KernelProfile {
 // The first kernel of `kernels` whose name contains `name`, or nullptr.
 const KernelProfile* find_kernel(const std::vector<KernelProfile>& kernels, std::string_view name);
 
-// True where this build has the hooks (GCC, no sanitizer).
+// True where this build has the hooks (GCC or Clang, no sanitizer).
 bool available();
 // A sentence saying why profiling is not available in this build ("" where it is).
 std::string unavailable_reason();

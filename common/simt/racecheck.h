@@ -46,7 +46,7 @@
 // per launch, 72 bytes per 4-byte word of every DeviceBuffer it touches, freed when the launch
 // ends; and one bit per byte of every DeviceBuffer made while the checker is on.
 //
-// Available in builds with GCC and without a sanitizer, as the memory profile (profile.h);
+// Available in builds with GCC or Clang and without a sanitizer, as the memory profile (profile.h);
 // available() says so, and enable() and start() throw std::logic_error where it is not.
 // Source: NVIDIA Compute Sanitizer User Manual, "Racecheck Tool" (hazard kinds and severities,
 // the summary line) and "Initcheck Tool"; PTX ISA, "cp.async", "cp.async.wait_group" (when a copy
@@ -60,7 +60,7 @@
 
 namespace simt::racecheck {
 
-// True where this build has the instrumentation (GCC, no sanitizer preset), and why not.
+// True where this build has the instrumentation (GCC or Clang, no sanitizer preset), and why not.
 bool available();
 std::string unavailable_reason();
 

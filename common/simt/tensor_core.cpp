@@ -12,7 +12,6 @@
 // This file is compiled with the sanitizers (block.cpp is not under ThreadSanitizer): the reads
 // and writes above are seen as those of the lane that runs them, ldmatrix's by the last lane of
 // the warp to arrive, a cp.async's by the thread that waits for it.
-#include <link.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -21,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "common/platform.h"
 #include "common/simt/device_code.h"
 #include "common/simt/half_precision.h"
 #include "common/simt/observer.h"
@@ -44,8 +44,7 @@ std::string hex(const void* address) {
 // ---- Shared memory: where a block's __shared__ data can be --------------------------------------
 
 // The ranges of this host thread's thread-local storage, one per loaded module that has a TLS
-// segment (dl_iterate_phdr's dlpi_tls_data: "the address of the calling thread's instance of this
-// module's PT_TLS segment"). Static __shared__ arrays are `static thread_local` (device_code.h),
+// segment (common/platform.h). Static __shared__ arrays are `static thread_local` (device_code.h),
 // so they lie in one of these; so do the program's other thread_local variables, which this check
 // cannot tell apart from __shared__ ones.
 struct Range {
@@ -55,18 +54,9 @@ struct Range {
 
 std::vector<Range> find_thread_local_ranges() {
   std::vector<Range> ranges;
-  dl_iterate_phdr(
-      [](dl_phdr_info* info, std::size_t, void* out) {
-        if (info->dlpi_tls_data == nullptr) return 0;
-        for (int i = 0; i < info->dlpi_phnum; ++i) {
-          const ElfW(Phdr)& header = info->dlpi_phdr[i];
-          if (header.p_type != PT_TLS) continue;
-          const auto* begin = static_cast<const std::byte*>(info->dlpi_tls_data);
-          static_cast<std::vector<Range>*>(out)->push_back({begin, begin + header.p_memsz});
-        }
-        return 0;
-      },
-      &ranges);
+  for (const fa::platform::AddressRange& r : fa::platform::thread_local_storage()) {
+    ranges.push_back({reinterpret_cast<const std::byte*>(r.begin), reinterpret_cast<const std::byte*>(r.end)});
+  }
   return ranges;
 }
 

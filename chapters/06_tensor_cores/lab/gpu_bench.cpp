@@ -27,6 +27,7 @@
 #include <fmt/ranges.h>
 #include <CLI/CLI.hpp>
 
+#include "chapters/06_tensor_cores/lab/gpu_bench_inputs.h"
 #include "chapters/06_tensor_cores/tensor_cores.h"
 #include "common/gpu_bench.h"
 #include "common/simt/cuda_check.h"  // after <cuda_runtime.h>
@@ -75,11 +76,7 @@ int main(int argc, char** argv) {
     const fa::bench::DeviceArray<std::uint16_t> O(qkv);
     const fa::bench::DeviceArray<float> L(rows);
     for (const std::string& dtype : dtypes) {
-      const ch06::ElementType element = ch06::parse_element_type(dtype);
-      const auto format = element == ch06::ElementType::bf16 ? fa::bench::Float16::bf16 : fa::bench::Float16::fp16;
-      fa::bench::fill_normal(Q, format, 1);
-      fa::bench::fill_normal(K, format, 2);
-      fa::bench::fill_normal(V, format, 3);
+      const ch06::ElementType element = ch06::bench::fill_inputs(Q, K, V, dtype);
       for (int n : seq_lens) {
         for (int d : head_dims) {
           for (bool causal : {false, true}) {
