@@ -6,7 +6,8 @@
 # list counts by its oldest member), the GPU path leaves out chapter 06's kernel and keeps the
 # others (cmake/Options.cmake, FA_CUDA_SM80):
 #   1. the configure says "chapter 06 on the GPU: OFF";
-#   2. no nvcc compilation of chapter 06's kernel and no ch06_gpu_bench are generated, while
+#   2. no nvcc compilation of chapter 06's kernel and no ch06_gpu_bench nor ch10_gpu_bench (which
+#      times chapter 06's kernel beside chapter 10's) are generated, while
 #      chapter 05's and chapter 08's kernels are compiled for the GPU, and sass-report-05 reports
 #      sm_75 and sm_80.
 cmake_minimum_required(VERSION 3.25)  # (IN_LIST)
@@ -30,9 +31,9 @@ endif()
 file(GLOB_RECURSE ninja_files ${WORK_DIR}/*.ninja)
 set(found "")
 foreach(file IN LISTS ninja_files)
-  file(STRINGS ${file} lines REGEX "tensor_cores_gpu\\.cu\\.o|ch06_gpu_bench|flash_attention_2_gpu\\.cu\\.o|decoding_gpu\\.cu\\.o|sass_report\\.py --chapter 05")
+  file(STRINGS ${file} lines REGEX "tensor_cores_gpu\\.cu\\.o|ch06_gpu_bench|ch10_gpu_bench|flash_attention_2_gpu\\.cu\\.o|decoding_gpu\\.cu\\.o|sass_report\\.py --chapter 05")
   foreach(line IN LISTS lines)
-    foreach(name tensor_cores_gpu ch06_gpu_bench flash_attention_2_gpu decoding_gpu)
+    foreach(name tensor_cores_gpu ch06_gpu_bench ch10_gpu_bench flash_attention_2_gpu decoding_gpu)
       if(line MATCHES "${name}")
         list(APPEND found ${name})
       endif()
@@ -42,7 +43,7 @@ foreach(file IN LISTS ninja_files)
     endif()
   endforeach()
 endforeach()
-foreach(absent tensor_cores_gpu ch06_gpu_bench)
+foreach(absent tensor_cores_gpu ch06_gpu_bench ch10_gpu_bench)
   if(absent IN_LIST found)
     message(FATAL_ERROR "the build for 80-real;75 still compiles chapter 06 for the GPU (${absent})")
   endif()
