@@ -7,7 +7,7 @@ a bare GPU machine first).
   build        100 s  configure the cuda preset (with the libraries carried in .deps/ where there
                       are some) and build the target gpu_check: every program the steps below run
   gpu-tests     30 s  ctest -L gpu: every test labelled gpu, on the GPU
-  sanitizer     90 s  compute-sanitizer racecheck, memcheck, initcheck (SIMT_POISON=0) and synccheck
+  sanitizer     70 s  compute-sanitizer racecheck, memcheck, initcheck (SIMT_POISON=0) and synccheck
                       on the [sanitizer] test cases of every SANITIZER GPU test, 8 at a time
   ...                 the steps that cmake/GpuCheck.cmake lists in build/<preset>/gpu_check.json,
                       in the order the chapters declare them (benchmarks, torch beside them, Nsight
@@ -58,7 +58,7 @@ sys.path.insert(0, HERE)
 import gpu_deps  # noqa: E402
 
 TOTAL_BUDGET = 480        # seconds: 8 minutes on one H200, build included
-BUILT_IN = {"build": 100, "gpu-tests": 30, "sanitizer": 90, "report": 10}
+BUILT_IN = {"build": 100, "gpu-tests": 30, "sanitizer": 70, "report": 10}
 MIN_STEP = 5              # a step that cannot get this many seconds is skipped (out of time)
 BUILD_LIMIT = 240         # the build may overrun its budget up to this; the steps after it get less
 SKIP_STATUS = 77          # a step that cannot measure here (cmake/GpuCheck.cmake)

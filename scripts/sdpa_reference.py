@@ -12,12 +12,16 @@ median of the runs is printed, as Markdown rows in the columns of the benchmark 
   ch05  | kernel | seq_len | head_dim | causal | median ms | TFLOP/s | model MB | runs |
   ch06  | kernel | dtype | seq_len | head_dim | causal | median ms | TFLOP/s |
   ch07  | kernel | seq_len | head_dim | causal | median ms | TFLOP/s |
+  ch10  | kernel | dtype | seq_len | head_dim | causal | median ms | TFLOP/s | ch06 / ch10 |  (the last cell empty)
 
 Each row names the backend that ran: every call is forced onto one backend with
 torch.nn.attention.sdpa_kernel, so a row either is that backend's time or says why it did not
 run ("not available: ..." when torch refuses the backend for these inputs, e.g. FLASH_ATTENTION
 and CUDNN_ATTENTION take only fp16 and bf16; "failed: ..." for any other error, or an output
-that is not finite). A row without a time never holds a number. The kernel cell also says what
+that is not finite). A row without a time never holds a number. --backend fa3 is not torch's: it is FlashAttention-3's own
+package (flash_attn_interface.flash_attn_func, built from the flash-attention repository's hopper/
+folder, bf16 and fp16 on sm_90 only), called on the same inputs laid out [batch, N, heads, d], as
+it takes them; where the package is not installed its row says "not available". The kernel cell also says what
 arithmetic the backend uses on these inputs (arithmetic() below).
 
 FLOPs: forward 4 * batch * heads * N^2 * d (two matrix products of 2 N^2 d), halved when causal;
@@ -43,6 +47,7 @@ BACKENDS = {"flash": "FLASH_ATTENTION", "cudnn": "CUDNN_ATTENTION",
             "efficient": "EFFICIENT_ATTENTION", "math": "MATH"}
 DTYPES = {"float32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 SKIP_STATUS = 77  # cannot measure on this machine (scripts/gpu_check.sh: "skipped")
+FA3 = "fa3"  # FlashAttention-3's own package, beside torch's backends (--backend fa3)
 
 
 
@@ -60,6 +65,19 @@ def load_torch(program):
         print(f"{program}: torch sees no CUDA device", file=sys.stderr)
         return None
     return torch, F
+
+def load_fa3():
+    """(module, None) for FlashAttention-3's Python interface, or (None, why): it installs as the
+    module flash_attn_interface (older builds of hopper/) or inside the package flash_attn_3."""
+    import importlib
+    reasons = []
+    for name in ("flash_attn_interface", "flash_attn_3.flash_attn_interface"):
+        try:
+            return importlib.import_module(name), None
+        except ImportError as e:
+            reasons.append(f"{name}: {e}")
+    return None, "not available: FlashAttention-3 is not installed (" + "; ".join(reasons)[:90] + ")"
+
 
 def arithmetic(backend, dtype):
     """What the backend computes with, for inputs of `dtype` (a key of DTYPES)."""
@@ -132,7 +150,8 @@ class Table:
     def header(self):
         heads = {"ch05": "| kernel | seq_len | head_dim | causal | median ms | TFLOP/s | model MB | runs |",
                  "ch06": "| kernel | dtype | seq_len | head_dim | causal | median ms | TFLOP/s |",
-                 "ch07": "| kernel | seq_len | head_dim | causal | median ms | TFLOP/s |"}
+                 "ch07": "| kernel | seq_len | head_dim | causal | median ms | TFLOP/s |",
+                 "ch10": "| kernel | dtype | seq_len | head_dim | causal | median ms | TFLOP/s | ch06 / ch10 |"}
         head = heads[self.columns]
         return head + "\n" + "|---" * (head.count("|") - 1) + "|"
 
@@ -146,7 +165,8 @@ class Table:
         causal_cell = "-" if causal is None else "yes" if causal else "no"
         cells = {"ch05": [kernel, n, d, causal_cell, time_cell, rate_cell, "-", runs_cell],
                  "ch06": [kernel, dtype, n, d, causal_cell, time_cell, rate_cell],
-                 "ch07": [kernel, n, d, causal_cell, time_cell, rate_cell]}[self.columns]
+                 "ch07": [kernel, n, d, causal_cell, time_cell, rate_cell],
+                 "ch10": [kernel, dtype, n, d, causal_cell, time_cell, rate_cell, ""]}[self.columns]
         print("| " + " | ".join(str(c) for c in cells) + " |", flush=True)
 
 
@@ -159,10 +179,11 @@ def main():
     ap.add_argument("--heads", type=int, default=16, help="heads (default: 16)")
     ap.add_argument("--dtype", nargs="+", choices=sorted(DTYPES), default=["float32"],
                     help="input types, each in turn (default: float32)")
-    ap.add_argument("--backend", nargs="+", choices=list(BACKENDS), default=["efficient", "math"],
-                    help="each is forced in turn with torch.nn.attention.sdpa_kernel (default: efficient math)")
+    ap.add_argument("--backend", nargs="+", choices=list(BACKENDS) + [FA3], default=["efficient", "math"],
+                    help="each is forced in turn with torch.nn.attention.sdpa_kernel; fa3: FlashAttention-3's "
+                         "own package, where installed (default: efficient math)")
     ap.add_argument("--backward", action="store_true", help="time forward + backward (autograd)")
-    ap.add_argument("--columns", choices=["ch05", "ch06", "ch07"],
+    ap.add_argument("--columns", choices=["ch05", "ch06", "ch07", "ch10"],
                     help="the benchmark table to match (default: ch07 with --backward, ch06 for "
                          "fp16/bf16, else ch05)")
     ap.add_argument("--warmup", type=int, default=3, help="calls before the timed ones, only the "
@@ -186,6 +207,8 @@ def main():
                                "ch05" if args.dtype == ["float32"] else "ch06")
     if columns == "ch05" and args.dtype != ["float32"]:
         ap.error("--columns ch05 has no dtype column: use --dtype float32 (or --columns ch06)")
+    if FA3 in args.backend and args.backward:
+        ap.error("--backend fa3 times the forward only: leave out --backward")
     if args.plan:
         rows = len(args.backend) * len(args.dtype) * len(args.seq) * len(args.head_dim) * 2
         print(f"plan: {rows} rows of torch sdpa {'fwd+bwd' if args.backward else 'fwd'} (backends "
@@ -210,18 +233,27 @@ def main():
         print(table.header())
     kind = "fwd+bwd" if args.backward else "fwd"
     for backend in args.backend:
-        torch_name = BACKENDS[backend]
+        torch_name = BACKENDS.get(backend, "")
         for dtype in args.dtype:
-            kernel = f"torch sdpa {torch_name} {kind} ({arithmetic(backend, dtype)})"
-            member = getattr(SDPBackend, torch_name, None) if SDPBackend is not None else None
-            if member is None:  # this torch cannot force the backend: one row says so
-                table.row(kernel, dtype, "all", "all", None,
-                          why=f"not available: torch {torch.__version__} has no "
-                              f"torch.nn.attention.SDPBackend.{torch_name}")
-                continue
+            if backend == FA3:
+                kernel = f"FlashAttention-3 (flash_attn_interface) {kind} ({arithmetic(backend, dtype)})"
+                fa3, why = load_fa3()
+                if fa3 is None or dtype == "float32":
+                    table.row(kernel, dtype, "all", "all", None,
+                              why=why or "not available: FlashAttention-3 takes bf16 and fp16 (and e4m3)")
+                    continue
+            else:
+                kernel = f"torch sdpa {torch_name} {kind} ({arithmetic(backend, dtype)})"
+                member = getattr(SDPBackend, torch_name, None) if SDPBackend is not None else None
+                if member is None:  # this torch cannot force the backend: one row says so
+                    table.row(kernel, dtype, "all", "all", None,
+                              why=f"not available: torch {torch.__version__} has no "
+                                  f"torch.nn.attention.SDPBackend.{torch_name}")
+                    continue
             for n in args.seq:
                 for d in args.head_dim:
-                    shape = (args.batch, args.heads, n, d)
+                    # FlashAttention-3 takes [batch, N, heads, d]; torch's SDPA [batch, heads, N, d].
+                    shape = (args.batch, n, args.heads, d) if backend == FA3 else (args.batch, args.heads, n, d)
                     for causal in (False, True):
                         try:
                             q, k, v = (torch.randn(shape, device="cuda", dtype=getattr(torch, DTYPES[dtype]),
@@ -231,7 +263,13 @@ def main():
                             table.row(kernel, dtype, n, d, causal, why=f"failed: {reason_of(e, [])}")
                             continue
 
+                        def call_fa3():
+                            out = fa3.flash_attn_func(q, k, v, causal=causal)
+                            return (out[0] if isinstance(out, tuple) else out,)  # some versions add L
+
                         def call():
+                            if backend == FA3:
+                                return call_fa3()
                             with sdpa_kernel(member):
                                 out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
                                 if args.backward:

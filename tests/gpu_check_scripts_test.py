@@ -146,8 +146,9 @@ class FakeTorch:
             return q
 
         class Tensor:
-            def __init__(self, dtype):
+            def __init__(self, dtype, shape=None):
                 self.dtype = dtype
+                self.shape = shape
 
             def all(self):
                 return True
@@ -167,7 +168,7 @@ class FakeTorch:
 
         self.torch = types.SimpleNamespace(
             __version__="0-test", float32="float32", bfloat16="bfloat16", float16="float16",
-            randn=lambda shape, device=None, dtype=None, requires_grad=False: Tensor(dtype),
+            randn=lambda shape, device=None, dtype=None, requires_grad=False: Tensor(dtype, shape),
             randn_like=lambda t: Tensor(t.dtype), isfinite=lambda t: t,
             autograd=types.SimpleNamespace(grad=lambda out, ins, g: ins),
             cuda=types.SimpleNamespace(is_available=lambda: True, empty_cache=lambda: None, Event=Event),
@@ -176,15 +177,28 @@ class FakeTorch:
         functional = types.SimpleNamespace(scaled_dot_product_attention=sdpa)
         attention = types.SimpleNamespace(SDPBackend=backend, sdpa_kernel=sdpa_kernel)
         self.torch.nn = types.SimpleNamespace(functional=functional, attention=attention)
+        # FlashAttention-3's package: flash_attn_func(q, k, v, causal) on [batch, N, heads, d], 2 ms a
+        # call too, returning (O, L) as some of its versions do.
+        self.fa3_shapes = []
+
+        def flash_attn_func(q, k, v, causal=False):
+            fake.fa3_shapes.append(q.shape)
+            fake.calls += 1
+            return q, None
+
+        self.fa3 = types.SimpleNamespace(flash_attn_func=flash_attn_func)
         self.modules = {"torch": self.torch, "torch.nn": self.torch.nn,
                         "torch.nn.functional": functional, "torch.nn.attention": attention}
 
 
 class SdpaReference(unittest.TestCase):
-    def run_main(self, *args):
-        fake = FakeTorch()
-        saved = {name: sys.modules.get(name) for name in fake.modules}
-        sys.modules.update(fake.modules)
+    def run_main(self, *args, fa3=False):
+        """sdpa_reference.main on the fake torch; with FlashAttention-3's package (fa3=True) or with
+        its import failing (False: a None in sys.modules makes `import` raise ImportError)."""
+        fake = self.fake = FakeTorch()
+        modules = {**fake.modules, "flash_attn_interface": fake.fa3 if fa3 else None, "flash_attn_3": None}
+        saved = {name: sys.modules.get(name) for name in modules}
+        sys.modules.update(modules)
         sys.argv = ["sdpa_reference.py", *args]
         out, err = io.StringIO(), io.StringIO()
         try:
@@ -196,8 +210,26 @@ class SdpaReference(unittest.TestCase):
                     sys.modules.pop(name, None)
                 else:
                     sys.modules[name] = module
-        rows = [line for line in out.getvalue().splitlines() if line.startswith("| torch")]
+        rows = [line for line in out.getvalue().splitlines() if line.startswith(("| torch", "| FlashAttention-3"))]
         return status, rows, err.getvalue()
+
+    def test_flash_attention_3_is_called_in_its_own_layout_or_said_to_be_missing(self):
+        status, rows, err = self.run_main("--seq", "1024", "--head-dim", "128", "--batch", "2", "--heads", "3",
+                                          "--dtype", "bf16", "--backend", "fa3", "--columns", "ch10", fa3=True)
+        self.assertEqual(status, 0, err)
+        self.assertEqual(len(rows), 2)  # causal and not
+        self.assertEqual(set(self.fake.fa3_shapes), {(2, 1024, 3, 128)})  # [batch, N, heads, d], its layout
+        for r in rows:
+            cells = [c.strip() for c in r.strip("|").split("|")]
+            self.assertEqual(len(cells), 8)  # chapter 10's columns, the speed-up cell empty
+            self.assertEqual(cells[7], "")
+            self.assertEqual(float(cells[5]), 2.0)  # the fake's 2 ms a call: its (out, L) pair was taken
+        # Without the package (an import that fails): one row that says so, and no failure.
+        status, rows, err = self.run_main("--seq", "1024", "--dtype", "bf16", "--backend", "fa3", "--columns", "ch10",
+                                          fa3=False)
+        self.assertEqual(status, 0)
+        self.assertEqual(len(rows), 1)
+        self.assertIn("not available: FlashAttention-3 is not installed", rows[0])
 
     def test_a_refused_backend_prints_a_row_without_a_number(self):
         status, rows, err = self.run_main("--seq", "4096", "--head-dim", "64", "--batch", "4", "--heads", "16",
