@@ -140,6 +140,18 @@ inline constexpr int kQuantRows = 64;            // rows under one block scale: 
 inline constexpr float kE4m3Max = 448.0f;        // e4m3's largest finite value: a scale maps amax there
 inline constexpr float kDefaultPScale = 256.0f;  // P = exp(s - m) 2^8 before its cast (FA3's Max_offset 8)
 
+// The FP8 kernel against the lab's model of the same recipe, relative L2 of O: the two quantise
+// the same way (the tests check the codes bit for bit) and round P the same way; the kernel then
+// rounds O to bf16 (2^-9 of each value at most: a relative L2 of 2^-9 at most), and the rest is
+// float32 noise (the order of the sums, ex2.approx against exp, the scales folded into one factor:
+// ~1e-6 relative), which flips a P code only where p * p_scale lies that close to a rounding tie
+// (a few in 10^5 weights). Twice bf16's rounding leaves the second half for them; a wrong key order
+// or a lost scale costs 0.1 to 1.
+inline constexpr double kFp8ModelBound = 1.0 / 256;
+// L: both sum l from the same unrounded P in float32 and take m + ln(l); they differ by that noise,
+// ~1e-6 of |S|, far below this.
+inline constexpr double kFp8ModelLBound = 1e-4;
+
 struct Fp8Options {
   std::optional<double> scale;  // softmax scale; 1/sqrt(head_dim) when not given
   bool causal = false;          // bottom-right aligned causal mask

@@ -14,7 +14,7 @@
 // the two kernels is within one budget of chapter 05's float32 O: error_budget.h), and L against
 // chapter 06's L within twice chapter 06's bound on L (L_bounds), for the same reason.
 // With --dtype e4m3: O against the lab's model of the same recipe (lab/fp8_error.h,
-// model_of_kernel) within kModelBound, L within kModelLBound; and the RMSE of O against float64,
+// model_of_kernel) within kFp8ModelBound, L within kFp8ModelLBound (hopper.h); and the RMSE of O against float64,
 // beside the model's and chapter 06's bf16 kernel's.
 #include <cmath>
 #include <exception>
@@ -40,18 +40,6 @@ namespace {
 // The rate of this demo on the CPU path, for the notice of a long run only: chapter 06's, measured
 // on a 2-core laptop (this kernel's emulation ran as fast as chapter 06's on 256 x 256).
 constexpr double kFlopsPerSecond = 0.6e9;
-
-// The FP8 kernel against the lab's model of the same recipe, relative L2 of O: the two quantise
-// the same way (the tests check the codes bit for bit) and round P the same way; the kernel then
-// rounds O to bf16 (2^-9 of each value at most: a relative L2 of 2^-9 at most), and the rest is
-// float32 noise (the order of the sums, ex2.approx against exp, the scales folded into one factor:
-// ~1e-6 relative), which flips a P code only where p * p_scale lies that close to a rounding tie
-// (a few in 10^5 weights). Twice bf16's rounding leaves the second half for them; a wrong key order
-// or a lost scale costs 0.1 to 1.
-constexpr double kModelBound = 1.0 / 256;
-// L: both sum l from the same unrounded P in float32 and take m + ln(l); they differ by that noise,
-// ~1e-6 of |S|, far below this.
-constexpr double kModelLBound = 1e-4;
 
 // The FP8 run: the kernel, the lab's model, chapter 06's bf16 kernel and float64 on the same inputs.
 int run_e4m3(fa::Program& program, const fa::AttentionFlags& flags, fa::Output& out, fa::Device device,
@@ -113,18 +101,18 @@ chapter 06's bf16 kernel's.)"});
     L_error = std::isnan(e) ? e : std::max(L_error, e);
   }
   fmt::print("agreement with the lab's model of the recipe, O: {}\n  -> {}\n", fa::describe(err_O),
-             fa::within(err_O, kModelBound) ? "within the bound" : "OUTSIDE the bound");
+             fa::within(err_O, ch10::kFp8ModelBound) ? "within the bound" : "OUTSIDE the bound");
   fmt::print("L against the model's L: max |difference| {:.2g}\n", L_error);
   const auto rmse = [&](std::span<const float> O) { return ch10::fp8::compare_outputs(O, reference).rmse; };
   fmt::print("RMSE of O against float64: FP8 kernel {:.3e}, the model {:.3e}, chapter 06's bf16 kernel {:.3e}\n",
              rmse(r.run.O.values), rmse(model.O), rmse(tc.O.values));
   const bool overflowed = fa::report_nonfinite("O", r.run.O, Q, K, p.scale, {Q.values, K.values, V.values});
   out.write(std::move(r.run.O));
-  return program.finish(
-      fa::Check{"10", fmt::format("Hopper FP8 ({}, {}) vs its model", recipe, fa::to_string(device)),
-                fmt::format("{}, L {:.2g}", fa::error_field("O", err_O), L_error),
-                fmt::format("{}, {:.0e}", fa::relative_bound_text(kModelBound, "{:.1e}"), kModelLBound),
-                fa::within(err_O, kModelBound) && fa::within(L_error, kModelLBound) && !overflowed});
+  return program.finish(fa::Check{
+      "10", fmt::format("Hopper FP8 ({}, {}) vs its model", recipe, fa::to_string(device)),
+      fmt::format("{}, L {:.2g}", fa::error_field("O", err_O), L_error),
+      fmt::format("{}, {:.0e}", fa::relative_bound_text(ch10::kFp8ModelBound, "{:.1e}"), ch10::kFp8ModelLBound),
+      fa::within(err_O, ch10::kFp8ModelBound) && fa::within(L_error, ch10::kFp8ModelLBound) && !overflowed});
 }
 
 }  // namespace
