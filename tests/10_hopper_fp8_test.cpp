@@ -174,6 +174,14 @@ TEST_CASE("the FP8 kernel keeps acc in the current tile's V units, across scales
   check_against_model(in.Q, in.K, in.V, {.causal = causal, .quant = ch10::Quant::block, .p_scale = 16.0f});
 }
 
+TEST_CASE("FP8: blocks whose rows see no key load no tile, and write zeros and -inf", "[ch10][fp8]") {
+  // 300 x 30 causal: rows 0-269 see no key, so the first two blocks (rows 0-255) have no key tile
+  // at all (the producer copies only Q_i, the transposers and the consumers' loop do nothing), and
+  // the third one's first rows none either.
+  const auto in = fa_test::make_inputs(1, 2, 300, 30, 64, fa::default_scale(64), fa_test::Scores::normal, 31);
+  check_against_model(in.Q, in.K, in.V, {.causal = true, .quant = ch10::Quant::tensor, .hadamard = true});
+}
+
 TEST_CASE("the bound catches a wrong order of the keys in P V", "[ch10][fp8]") {
   // The kernel pairs P's column k' (key pi(k')) with Vt's column k', into which the transpose
   // writes V_j's key pi(k') (hopper_fp8.cuh). Had it written the keys in their own order, column k'

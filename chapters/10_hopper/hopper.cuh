@@ -70,7 +70,9 @@
 //
 // This file is compiled into three builds (add_kernels, cmake/Chapters.cmake): by the host compiler
 // through common/simt (ch10::cpu), again with every memory access seen by simt's profile and race
-// checker (ch10::cpu_profiled), and by nvcc for sm_90a only (ch10::gpu).
+// checker (ch10::cpu_profiled), and by nvcc for sm_90a only (ch10::gpu). The pieces it shares with
+// the FP8 kernel (hopper_fp8.cuh) are in hopper_common.cuh: the block's walk and barriers, line 8
+// in the ping-pong's turn, line 9 on a tile, Algorithm 2's schedule of the tiles, lines 12-15.
 //
 // Source: Shah et al. 2024, FlashAttention-3 (arXiv:2407.08608), Algorithm 1, section 3.1 (producer
 // and consumer warpgroups, setmaxnreg, the TMA ring); the PTX ISA, "Asynchronous Warpgroup Level

@@ -1,14 +1,17 @@
 // Chapter 10's host API: FlashAttention-3's forward design on Hopper's instructions (hopper.cuh):
 // wgmma from shared memory, TMA into a ring of stages with full and empty mbarriers, a producer
-// warpgroup and two consumer warpgroups in ping-pong; bf16 or fp16 inputs, float32 accumulation; on the CPU through
-// common/simt or on an H100/H200 (sm_90a), chosen at run time.
+// warpgroup and two consumer warpgroups in ping-pong; bf16 or fp16 inputs (or e4m3: hopper_fp8.cuh),
+// float32 accumulation; on the CPU through common/simt or on an H100/H200 (sm_90a), chosen at run
+// time.
 //
 // The road of one run: main.cpp calls hopper_attention() below, which checks the problem
 // (check_problem) and that every input fits the element type (chapter 06's check_fits), then calls
 // run_hopper of the build that runs on the device (fa::build_for); that run, in hopper.cuh, puts
 // Q, K, V on the device rounded to the element type, makes their tensor maps, launches the
 // compiled instance for the element type and head_dim, and brings O (widened to float32), L and
-// the time back (fa::KernelRun).
+// the time back (fa::KernelRun). The FP8 run (--dtype e4m3) takes the same road through
+// fp8_attention() below to run_hopper_fp8 (hopper_fp8.cuh), which quantises Q, K, V on the device
+// first.
 //
 // Source: Shah et al. 2024, FlashAttention-3 (arXiv:2407.08608), Algorithm 1 and section 3.1.
 #pragma once

@@ -1,5 +1,5 @@
 // ch10_hopper: FlashAttention-3's forward design on Hopper's instructions (bf16 or fp16), checked
-// against chapter 06's tensor-core kernel on the same rounded inputs.
+// against chapter 06's tensor-core kernel on the same rounded inputs; or the FP8 kernel (e4m3).
 //
 //   ch10_hopper                                            random inputs, bf16, the GPU if it is a Hopper
 //   ch10_hopper --device cpu --dtype fp16 --seq-q 203 --seq-k 113 --causal --head-dim 128
@@ -119,7 +119,8 @@ chapter 06's bf16 kernel's.)"});
 
 int main(int argc, char** argv) {
   fa::Program program(10, R"(Chapter 10: FlashAttention-3's forward design on Hopper (wgmma, TMA, mbarriers, a producer
-and a consumer warpgroup; bf16 or fp16 inputs, float32 accumulation), checked against chapter 06.)");
+and a consumer warpgroup; bf16 or fp16 inputs, float32 accumulation), checked against chapter 06;
+or in FP8 (--dtype e4m3), checked against the lab's model of its recipe.)");
   CLI::App& app = program.app();
   fa::AttentionFlags flags;
   flags.accept_f16_files = true;
