@@ -106,14 +106,14 @@ TEST_CASE("the quantisation kernels give the lab's scales and codes bit for bit"
   // per head, after the same rotation.
   const ch10::Quant quant = GENERATE(ch10::Quant::tensor, ch10::Quant::block);
   const bool hadamard = GENERATE(false, true);
-  const std::size_t d = 64, seq_q = 100, seq_k = 150;
+  constexpr std::size_t d = 64, seq_q = 100, seq_k = 150;
   const auto in = fa_test::make_inputs(1, 2, seq_q, seq_k, d, fa::default_scale(d), fa_test::Scores::normal, 21);
   const ch10::Fp8Options options{.quant = quant, .hadamard = hadamard, .seed = 9};
   const ch10::Fp8Result r = ch10::fp8_attention(in.Q, in.K, in.V, options, kDevice);
   const fp8::KernelModel model = model_of(in.Q, in.K, in.V, options);
   // value = its tile's scale x its code, the values the model multiplies (scale e4m3(x / scale)).
-  const auto check = [d](const std::vector<std::uint8_t>& codes, const std::vector<float>& scales, std::size_t seq,
-                         const std::vector<float>& lab, const char* name) {
+  const auto check = [](const std::vector<std::uint8_t>& codes, const std::vector<float>& scales, std::size_t seq,
+                        const std::vector<float>& lab, const char* name) {
     const std::size_t tiles = (seq + 63) / 64;
     REQUIRE(scales.size() == 2 * tiles);
     for (std::size_t i = 0; i < lab.size(); ++i) {
