@@ -70,7 +70,9 @@
 //
 // This file is compiled into three builds (add_kernels, cmake/Chapters.cmake): by the host compiler
 // through common/simt (ch10::cpu), again with every memory access seen by simt's profile and race
-// checker (ch10::cpu_profiled), and by nvcc for sm_90a only (ch10::gpu).
+// checker (ch10::cpu_profiled), and by nvcc for sm_90a only (ch10::gpu). The pieces it shares with
+// the FP8 kernel (hopper_fp8.cuh) are in hopper_common.cuh: the block's walk and barriers, line 8
+// in the ping-pong's turn, line 9 on a tile, Algorithm 2's schedule of the tiles, lines 12-15.
 //
 // Source: Shah et al. 2024, FlashAttention-3 (arXiv:2407.08608), Algorithm 1, section 3.1 (producer
 // and consumer warpgroups, setmaxnreg, the TMA ring); the PTX ISA, "Asynchronous Warpgroup Level
@@ -84,7 +86,6 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <functional>
 #include <stdexcept>
 #include <string>
@@ -93,34 +94,10 @@
 #include <vector>
 
 #include "chapters/10_hopper/hopper.h"
+#include "chapters/10_hopper/hopper_common.cuh"  // kStages, kWarpgroup, ..., the pieces both kernels share
 #include "common/simt/simt.h"
 
-#if defined(__CUDACC__)
-#define CH10_UNROLL _Pragma("unroll")
-#else
-#define CH10_UNROLL
-#endif
-
 namespace ch10::SIMT_BACKEND {
-
-inline constexpr int kStages = 2;       // the ring of K_j, V_j: tile j+1 lands while tile j is used
-inline constexpr int kWarpgroup = 128;  // threads
-inline constexpr int kConsumers = 2;    // consumer warpgroups, 64 query rows each
-inline constexpr int kThreads = (1 + kConsumers) * kWarpgroup;  // the producer warpgroup, then the consumers
-inline constexpr int kBoxColumns = 64;                          // elements of one 128-byte swizzled row
-inline constexpr unsigned kSwizzleBytes = 128;                  // the row of a box, and the swizzle's span
-inline constexpr unsigned kSwizzleRepeat = 1024;                // 8 rows of 128 bytes: the pattern's repeat
-inline constexpr unsigned kFullMask = 0xffffffffu;
-// setmaxnreg's budgets (FA3 section 3.1: 24 for the producer, 240 for two consumers): 24 x 128 +
-// 240 x 256 = 64512 registers, within the SM's 64 Ki.
-inline constexpr int kProducerRegisters = 24;
-inline constexpr int kConsumerRegisters = 240;
-// The named barriers of the ping-pong (0 is __syncthreads()'s): consumer warpgroup w waits on
-// kTurn + w before its S = Q K^T, and hands the turn to the other one after issuing it.
-inline constexpr int kTurn = 1;
-// Consumer warpgroup w's 128 threads meet at kOReady + w (3 or 4) once their O_i is in shared
-// memory, before one of them stores it by TMA.
-inline constexpr int kOReady = kTurn + kConsumers;
 
 // Bytes of dynamic shared memory a block asks for: Q_i, the ring, and 1024 for the alignment.
 constexpr std::size_t shared_bytes(int head_dim, int Br, int Bc) {
@@ -132,10 +109,7 @@ constexpr std::size_t shared_bytes(int head_dim, int Br, int Bc) {
 template <class Element>
 struct ElementOps {
   static constexpr bool kBf16 = std::is_same_v<Element, simt::bf16>;
-  __device__ static __forceinline__ std::uint32_t pack(float lo, float hi) {
-    if constexpr (kBf16) return simt::pack_bf16x2(lo, hi);
-    return simt::pack_f16x2(lo, hi);
-  }
+  __device__ static __forceinline__ std::uint32_t pack(float lo, float hi) { return pack_pair<Element>(lo, hi); }
   template <int N>
   __device__ static __forceinline__ void qk(float (&d)[N / 2], std::uint64_t a, std::uint64_t b, bool scale_d) {
     if constexpr (kBf16) {
@@ -153,15 +127,6 @@ struct ElementOps {
     }
   }
 };
-
-// The dynamic shared memory moved on to the next 1024-byte boundary of the shared address space
-// (a 128B-swizzled TMA box and its wgmma descriptor start at the pattern's repeat: PTX ISA, "Matrix
-// Descriptor Format", base offset 0). On the CPU the base is one already; on a GPU the launch asks
-// for 1024 bytes more.
-__device__ __forceinline__ std::uint8_t* aligned_shared(std::uint8_t* base) {
-  const std::uint32_t address = simt::shared_address(base);
-  return base + (kSwizzleRepeat - address % kSwizzleRepeat) % kSwizzleRepeat;
-}
 
 // Grid: (ceil(seq_len_q / Br), batch * heads); block: kThreads (the producer warpgroup, then the
 // consumer); dynamic shared memory: shared_bytes(HEAD_DIM, Br, Bc).
@@ -191,29 +156,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   const auto Vs = [&](int stage) { return Ks(stage) + kKVBytes; };
 
   const int tid = static_cast<int>(threadIdx.x);
-  const int i0 = static_cast<int>(blockIdx.x) * Br;
-  const int bh = static_cast<int>(blockIdx.y);
-
-  // The causal mask: row i sees keys j < visible(i) (fa::visible_keys, common/chapter.h). The
-  // block's last real row sees the most keys: tiles from ceil(visible(last) / Bc) on are neither
-  // loaded nor computed. Tiles wholly below the block's first row's diagonal, and not past
-  // seq_len_k, need no mask.
+  const BlockWalk walk = block_walk<Br, Bc>(seq_len_q, seq_len_k, causal);  // hopper_common.cuh: i0, bh, the tiles
+  const int i0 = walk.i0, bh = walk.bh, num_tiles = walk.num_tiles, unmasked_keys = walk.unmasked_keys;
   auto visible = [&](int i) { return fa::visible_keys(i, seq_len_q, seq_len_k, causal); };
-  const int last_row = (i0 + Br < seq_len_q ? i0 + Br : seq_len_q) - 1;
-  const int num_tiles = (visible(last_row) + Bc - 1) / Bc;
-  const int unmasked_keys = visible(i0);
 
-  // The barriers, by one thread, made visible to the async proxy (TMA's complete_tx) and to the
-  // other threads (PTX ISA, "mbarrier.init", fence.mbarrier_init).
-  if (tid == 0) {
-    simt::mbarrier_init(&q_full, 1);
-    for (int s = 0; s < kStages; ++s) {
-      simt::mbarrier_init(&full[s], 1);  // the producer's arrive_expect_tx; TMA completes the bytes
-      simt::mbarrier_init(&empty[s], kConsumers * kWarpgroup);  // every consumer thread, done with the stage
-    }
-    simt::fence_mbarrier_init();
-  }
-  __syncthreads();
+  init_barriers(tid, q_full, full, empty);  // hopper_common.cuh
 
   if (tid < kWarpgroup) {
     // ---- The producer warpgroup (FA3 Algorithm 1, lines 5-9) ----
@@ -279,67 +226,25 @@ __global__ void __launch_bounds__(kThreads, 1)
   // be at a chunk's home). SBO = 1024: 8 rows of 128 bytes (PTX ISA, "Shared Memory Matrix Layout",
   // K-major with a 128-byte swizzle; LBO is unused there). Around it, the ping-pong's turn.
   auto issue_scores = [&](int jj, float(&scores)[Bc / 2]) {
-    const int ss = jj % kStages;
-    simt::mbarrier_wait_parity(&full[ss], (jj / kStages) & 1);      // K_jj and V_jj have landed
-    simt::named_barrier_sync(kTurn + wg, kConsumers * kWarpgroup);  // this warpgroup's turn
-    simt::wgmma_fence();
-    CH10_UNROLL
-    for (int kd = 0; kd < HEAD_DIM / 16; ++kd) {
-      const unsigned at = (kd / 4) * kQHalf + 32u * (kd % 4);
-      const unsigned kv_at = (kd / 4) * kKVHalf + 32u * (kd % 4);
-      const std::uint64_t a = simt::make_wgmma_descriptor(Qw + at, simt::Swizzle::b128, 16, kSwizzleRepeat);
-      const std::uint64_t b = simt::make_wgmma_descriptor(Ks(ss) + kv_at, simt::Swizzle::b128, 16, kSwizzleRepeat);
-      Ops::template qk<Bc>(scores, a, b, kd > 0);
-    }
-    simt::wgmma_commit_group();
-    if (wg == 0 || jj + 1 < num_tiles) {
-      simt::named_barrier_arrive(kTurn + 1 - wg, kConsumers * kWarpgroup);  // the other's turn
-    }
+    scores_in_turn(jj, num_tiles, wg, full, [&](int ss) {
+      CH10_UNROLL
+      for (int kd = 0; kd < HEAD_DIM / 16; ++kd) {
+        const unsigned at = (kd / 4) * kQHalf + 32u * (kd % 4);
+        const unsigned kv_at = (kd / 4) * kKVHalf + 32u * (kd % 4);
+        const std::uint64_t a = simt::make_wgmma_descriptor(Qw + at, simt::Swizzle::b128, 16, kSwizzleRepeat);
+        const std::uint64_t b = simt::make_wgmma_descriptor(Ks(ss) + kv_at, simt::Swizzle::b128, 16, kSwizzleRepeat);
+        Ops::template qk<Bc>(scores, a, b, kd > 0);
+      }
+    });
   };
 
   // Line 9 on tile jj, whose scores S holds (waited for): m_new, m_safe, rescale; P in place of S;
   // l rescaled and the tile's sum added. acc is left alone (its P V may still be in flight).
   float S[Bc / 2];
   float m_new[2], m_safe[2], rescale[2];
+  const int visible_rows[2] = {visible(i0 + row0), visible(i0 + row0 + 8)};
   auto softmax = [&](int jj) {
-    // The scores in log2 units, and the mask where the tile needs it: element i of S is row
-    // row0 + 8 ((i / 2) % 2), key jj Bc + 8 (i / 4) + 2t + i % 2. Keys past seq_len_k are TMA's
-    // zeros: the mask hides them (visible() <= seq_len_k).
-    CH10_UNROLL
-    for (int i = 0; i < Bc / 2; ++i) S[i] *= c;
-    if (jj * Bc + Bc > unmasked_keys) {  // a tail tile or a tile on the diagonal
-      CH10_UNROLL
-      for (int i = 0; i < Bc / 2; ++i) {
-        const int row = i0 + row0 + 8 * ((i / 2) % 2);
-        if (jj * Bc + 8 * (i / 4) + 2 * t + i % 2 >= visible(row)) S[i] = -INFINITY;
-      }
-    }
-
-    // Line 9: the new max of each row: this thread's columns, then its quad (lanes ^1, ^2).
-    CH10_UNROLL
-    for (int h = 0; h < 2; ++h) {
-      float tile_max = -INFINITY;
-      CH10_UNROLL
-      for (int i = 0; i < Bc / 2; ++i) {
-        if ((i / 2) % 2 == h) tile_max = fmaxf(tile_max, S[i]);
-      }
-      tile_max = fmaxf(tile_max, __shfl_xor_sync(kFullMask, tile_max, 1));
-      tile_max = fmaxf(tile_max, __shfl_xor_sync(kFullMask, tile_max, 2));
-      m_new[h] = fmaxf(m[h], tile_max);
-      // While a row has seen only masked keys m_new is -inf, and -inf - (-inf) would be NaN;
-      // subtracting 0 instead makes every term exp2(-inf) = 0, so l and acc stay 0 (chapter 05).
-      m_safe[h] = (m_new[h] == -INFINITY) ? 0.0f : m_new[h];
-      rescale[h] = simt::ex2_approx_ftz(m[h] - m_safe[h]);  // exp(m_old - m_new); 0 on the first seen tile
-    }
-    // Line 9: P = exp(S - m_new) in place of S, and this thread's part of each row's sum.
-    float tile_sum[2] = {0.0f, 0.0f};
-    CH10_UNROLL
-    for (int i = 0; i < Bc / 2; ++i) {
-      S[i] = simt::ex2_approx_ftz(S[i] - m_safe[(i / 2) % 2]);
-      tile_sum[(i / 2) % 2] += S[i];
-    }
-    l[0] = l[0] * rescale[0] + tile_sum[0];
-    l[1] = l[1] * rescale[1] + tile_sum[1];
+    online_softmax<Bc>(S, c, jj * Bc + Bc > unmasked_keys, jj * Bc, visible_rows, t, m, l, m_new, m_safe, rescale);
   };
 
   // P as A from registers: columns 16 ks .. 16 ks + 15 of the accumulator, packed in pairs, are
@@ -356,25 +261,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   };
 
-  // Intra-warpgroup overlap (FA3 Algorithm 2): tile 0's S and softmax first; then in each step the
-  // next tile's S = Q K^T is issued before this tile's P V_j, the step waits for the S alone
-  // (wgmma_wait_group<1>) and runs the next tile's softmax while P V_j is still in flight. At the
-  // top of step j: p holds P of tile j, acc is scaled to m, and no wgmma is in flight.
-  simt::mbarrier_wait_parity(&q_full, 0);  // Q_i has landed (phase 0)
-  if (num_tiles > 0) {
-    issue_scores(0, S);
-    simt::wgmma_wait_group<0>();
-    simt::wgmma_fence_operand(S);
-    softmax(0);  // (acc is 0: its rescale can wait)
-    pack_P(p);
-    m[0] = m_new[0];
-    m[1] = m_new[1];
-  }
   // Line 10: acc += P V_j from stage s, one commit group. B = V_j (Bc keys x HEAD_DIM) is N-major
   // (the head dim contiguous): element (key, n) at (n / 64) LBO + (key / 8) SBO + (key % 8) 128 +
   // (n % 64) 2, so LBO = one box (Bc rows of 128 bytes) and SBO = 1024; 16 keys further is 2048
   // bytes. A = p, read by the wgmma until the wait that covers it: p is not written before then.
-  auto issue_pv = [&](int s) {
+  auto issue_pv = [&](int jj) {
+    const int s = jj % kStages;
     simt::wgmma_fence_operand(acc);
     simt::wgmma_fence();
     CH10_UNROLL
@@ -385,105 +277,28 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     simt::wgmma_commit_group();
   };
-  // The last tile's step is written out after the loop (it has no next S), so that every step of
-  // the loop issues and waits for the same groups: with an `if` around the next tile's wgmma and
-  // softmax, ptxas (CUDA 13.0) can no longer tell which registers each wait covers and serialises
-  // every wgmma of the kernel (C7515, "non wgmma instructions defining accumulator registers of a
-  // wgmma between start and end of the pipeline stage"); docs/10, "The overlap and ptxas".
-  int j = 0;
-  for (; j + 1 < num_tiles; ++j) {  // line 6, every tile but the last
-    const int s = j % kStages;
-    issue_scores(j + 1, S);       // group 1: S of tile j+1 (P of tile j is in p already)
-    issue_pv(s);                  // group 2: line 10, acc += P V_j
-    simt::wgmma_wait_group<1>();  // S of tile j+1 has landed; P V_j may still run
-    simt::wgmma_fence_operand(S);
-    softmax(j + 1);               // line 9 of tile j+1, under P V_j
-    simt::wgmma_wait_group<0>();  // P V_j has landed: acc and p are free again
-    simt::wgmma_fence_operand(acc);
-    simt::mbarrier_arrive(&empty[s]);  // this thread is done with stage s: the producer may refill it
-    pack_P(p);
-    // Line 10 for tile j+1: acc exp(m - m_new), before its P V; m = m_new.
-    CH10_UNROLL
-    for (int i = 0; i < HEAD_DIM / 2; ++i) acc[i] *= rescale[(i / 2) % 2];
+  // Line 10 for tile jj, after its softmax: acc exp(m - m_new), before its P V (tile 0's acc is 0:
+  // its rescale can wait); m = m_new.
+  auto advance = [&](int jj) {
+    if (jj > 0) {
+      CH10_UNROLL
+      for (int i = 0; i < HEAD_DIM / 2; ++i) acc[i] *= rescale[(i / 2) % 2];
+    }
     m[0] = m_new[0];
     m[1] = m_new[1];
-  }
-  if (num_tiles > 0) {  // line 6, the last tile: its P V alone
-    const int s = j % kStages;
-    issue_pv(s);
-    simt::wgmma_wait_group<0>();
-    simt::wgmma_fence_operand(acc);
-    simt::mbarrier_arrive(&empty[s]);
-  }
+  };
+  // Lines 6-10 under FA3 Algorithm 2's schedule (hopper_common.cuh): S of tile j+1 in flight beside
+  // P V_j, its softmax under P V_j.
+  simt::mbarrier_wait_parity(&q_full, 0);  // Q_i has landed (phase 0)
+  overlapped_tiles(
+      num_tiles, S, acc, empty, [&](int jj) { issue_scores(jj, S); }, softmax, [&] { pack_P(p); }, issue_pv, advance);
 
-  // Lines 12-13: the quad's parts of l added up; divide once; L in natural logarithms,
-  // m ln(2) + ln(l). A row that saw no key has l = 0: O = 0, L = -inf.
-  float inv_l[2], L_row[2];
-  CH10_UNROLL
-  for (int h = 0; h < 2; ++h) {
-    l[h] += __shfl_xor_sync(kFullMask, l[h], 1);
-    l[h] += __shfl_xor_sync(kFullMask, l[h], 2);
-    inv_l[h] = (l[h] == 0.0f) ? 0.0f : 1.0f / l[h];
-    L_row[h] = (l[h] == 0.0f) ? -INFINITY : m[h] * 0.693147180559945309f + logf(l[h]);  // ln 2
-  }
-
-  // Line 14: O_i through shared memory, where this warpgroup's rows of Q_i were. Q_i is dead: the
-  // last wgmma that read it (S of the last tile) is in a group that this thread's last
-  // wgmma_wait_group<0> above covers (with no tile, only the TMA copy wrote Q_i, and q_full was
-  // waited for). The other warpgroup's rows are its own. Each pair (columns 8 (i / 4) + 2t, +1,
-  // rounded to the element type) goes to its row and column of a box [64][64], swizzled as TMA
-  // laid Q_i out: the 8 rows g of a warp's store fall in 8 different 16-byte chunks (chunk XOR
-  // row % 8), so a warp's 32 stores hit 32 banks; unswizzled, rows 128 bytes apart would share 4
-  // banks, 8 stores to a bank. Rows past seq_len_q are written here too: the TMA store drops them.
-  CH10_UNROLL
-  for (int i = 0; i < HEAD_DIM / 2; i += 2) {
-    const int h = (i / 2) % 2;
-    const int column = 8 * (i / 4) + 2 * t;
-    const unsigned in_box = (row0 - 64 * wg + 8 * h) * kSwizzleBytes + (column % kBoxColumns) * 2u;
-    std::uint8_t* const at = Qw + (column / kBoxColumns) * kQHalf + simt::swizzled_address(in_box, simt::Swizzle::b128);
-    const std::uint32_t pair = Ops::pack(acc[i] * inv_l[h], acc[i + 1] * inv_l[h]);
-#if defined(__CUDACC__)
-    *reinterpret_cast<std::uint32_t*>(at) = pair;
-#else
-    std::memcpy(at, &pair, sizeof pair);
-#endif
-  }
-  // The TMA store reads shared memory through the async proxy: each thread's fence makes its own
-  // stores above visible to that proxy (PTX ISA, "Proxies", fence.proxy.async), and the
-  // warpgroup's named barrier makes sure all 128 threads have stored and fenced before one thread
-  // issues the store.
-  // One store a box of 64 rows x 64 columns; the map is 3D, so the box stops at head bh's last row
-  // (rows past seq_len_q, even all 64, are not written). The wait for its reads comes before the
-  // block ends and its shared memory goes.
-  simt::fence_proxy_async_shared_cta();
-  simt::named_barrier_sync(kOReady + wg, kWarpgroup);
-  if (ct == 0) {
-    CH10_UNROLL
-    for (int h = 0; h < kHalves; ++h) {
-      simt::cp_async_bulk_tensor_3d_shared_to_global(&map_o, h * kBoxColumns, i0 + 64 * wg, bh, Qw + h * kQHalf);
-    }
-    simt::cp_async_bulk_commit_group();
-    simt::cp_async_bulk_wait_group_read<0>();
-  }
-  // Line 15: L_i, by the first thread of each quad.
-  if (t == 0) {
-    CH10_UNROLL
-    for (int h = 0; h < 2; ++h) {
-      const int row = i0 + row0 + 8 * h;
-      if (row < seq_len_q) L[static_cast<std::size_t>(bh) * seq_len_q + row] = L_row[h];
-    }
-  }
-}
-
-// The 3D tensor map of one of Q, K, V, O on the device: [batch * heads][seq_len][head_dim], boxes
-// of [rows][64] with the 128-byte swizzle (the layout the wgmma descriptors above read, and the
-// consumers write O_i in).
-template <class Element>
-simt::TensorMap tensor_map(const Element* x, int batch_heads, int seq_len, int head_dim, int rows) {
-  const auto d = static_cast<std::uint64_t>(head_dim), n = static_cast<std::uint64_t>(seq_len);
-  return simt::make_tensor_map(
-      x, {d, n, static_cast<std::uint64_t>(batch_heads)}, {d * sizeof(Element), n * d * sizeof(Element)},
-      {static_cast<std::uint32_t>(kBoxColumns), static_cast<std::uint32_t>(rows), 1u}, simt::Swizzle::b128);
+  // Lines 12-15 (hopper_common.cuh, write_O_and_L): O_i through shared memory, where this
+  // warpgroup's rows of Q_i were, by TMA; L_i. Q_i is dead: the last wgmma that read it (S of the
+  // last tile) is in a group that this thread's last wgmma_wait_group<0> covers (with no tile,
+  // only the TMA copy wrote Q_i, and q_full was waited for). The other warpgroup's rows are its own.
+  write_O_and_L<Element, HEAD_DIM>(acc, l, m, 1.0f, Qw, kQHalf, row0 - 64 * wg, t, ct, wg, &map_o, i0 + 64 * wg, bh, L,
+                                   i0 + row0, seq_len_q);
 }
 
 // One launch of a compiled instance, prepared for memory already on this backend's device: the

@@ -129,8 +129,8 @@ float truncate_fraction(float x, int bits) {
 namespace {
 
 // One weight of P as the second matmul takes it.
-float rounded_weight(float p, Element element) {
-  if (element == Element::e4m3) return through_e4m3(p, 1.0f / kPScale);  // e4m3(p * 256) / 256
+float rounded_weight(float p, Element element, float p_scale) {
+  if (element == Element::e4m3) return through_e4m3(p, 1.0f / p_scale);  // e4m3(p * p_scale) / p_scale
   return rounded_16(p, element);
 }
 
@@ -151,21 +151,31 @@ float dot(const float* q, const float* k, std::size_t d, Accumulate accumulate) 
   return acc;
 }
 
+// The keys row i sees: fa::visible_keys's rule (common/chapter.h).
+std::size_t visible(const Problem& p, std::size_t i) {
+  if (!p.causal) return p.seq_k;
+  const auto v = static_cast<long long>(i) - static_cast<long long>(p.seq_q) + 1 + static_cast<long long>(p.seq_k);
+  return static_cast<std::size_t>(std::clamp(v, 0LL, static_cast<long long>(p.seq_k)));
+}
+
 }  // namespace
 
-std::vector<float> attention_lowp(const Head& h, Element p_element, Accumulate accumulate) {
-  const std::size_t d = h.head_dim;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  std::vector<float> O(h.seq * d), acc(d), partial(d), s(kKeyTile);
-  for (std::size_t i = 0; i < h.seq; ++i) {
-    const float* q = &h.Q[i * d];
+Attention attention_lowp(std::span<const float> Q, std::span<const float> K, std::span<const float> V, const Problem& p,
+                         Element p_element, Accumulate accumulate) {
+  const std::size_t d = p.head_dim;
+  const float scale = p.scale;
+  Attention out{std::vector<float>(p.seq_q * d), std::vector<float>(p.seq_q)};
+  std::vector<float> acc(d), partial(d), s(kKeyTile);
+  for (std::size_t i = 0; i < p.seq_q; ++i) {
+    const float* q = &Q[i * d];
+    const std::size_t seen = visible(p, i);
     float m = -std::numeric_limits<float>::infinity(), l = 0.0f;
     std::fill(acc.begin(), acc.end(), 0.0f);
-    for (std::size_t j0 = 0; j0 < h.seq; j0 += kKeyTile) {  // the last tile may be shorter
-      const std::size_t keys = std::min(kKeyTile, h.seq - j0);
+    for (std::size_t j0 = 0; j0 < seen; j0 += kKeyTile) {  // the last tile may be shorter
+      const std::size_t keys = std::min(kKeyTile, seen - j0);
       float m_new = m;
       for (std::size_t j = 0; j < keys; ++j) {
-        s[j] = dot(q, &h.K[(j0 + j) * d], d, accumulate) * scale;
+        s[j] = dot(q, &K[(j0 + j) * d], d, accumulate) * scale;
         m_new = std::max(m_new, s[j]);
       }
       const float rescale = std::exp(m - m_new);  // exp(-inf) = 0 on the first tile
@@ -174,41 +184,91 @@ std::vector<float> attention_lowp(const Head& h, Element p_element, Accumulate a
       for (std::size_t k0 = 0; k0 < keys; k0 += kMmaK) {  // P V, one k32 step at a time
         std::fill(partial.begin(), partial.end(), 0.0f);
         for (std::size_t j = k0; j < std::min(keys, k0 + kMmaK); ++j) {
-          const float p = std::exp(s[j] - m_new);
-          l += p;  // FA3 sums P in float32 before the cast
-          const float p_low = rounded_weight(p, p_element);
-          const float* v = &h.V[(j0 + j) * d];
-          for (std::size_t c = 0; c < d; ++c) partial[c] += p_low * v[c];
+          const float w = std::exp(s[j] - m_new);
+          l += w;  // FA3 sums P in float32 before the cast
+          const float w_low = rounded_weight(w, p_element, p.p_scale);
+          const float* v = &V[(j0 + j) * d];
+          for (std::size_t c = 0; c < d; ++c) partial[c] += w_low * v[c];
         }
         for (std::size_t c = 0; c < d; ++c) acc[c] = accumulated(acc[c], partial[c], accumulate);
       }
       m = m_new;
     }
-    for (std::size_t c = 0; c < d; ++c) O[i * d + c] = acc[c] / l;
+    for (std::size_t c = 0; c < d; ++c) out.O[i * d + c] = seen == 0 ? 0.0f : acc[c] / l;
+    out.L[i] = seen == 0 ? -std::numeric_limits<float>::infinity() : m + std::log(l);
   }
-  return O;
+  return out;
 }
 
-std::vector<double> attention_reference(const Head& h) {
-  const std::size_t d = h.head_dim;
-  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
-  std::vector<double> O(h.seq * d), s(h.seq);
-  for (std::size_t i = 0; i < h.seq; ++i) {
+std::vector<float> attention_lowp(const Head& h, Element p_element, Accumulate accumulate) {
+  const Problem p{h.seq, h.seq, h.head_dim, false, 1.0f / std::sqrt(static_cast<float>(h.head_dim)), kPScale};
+  return attention_lowp(h.Q, h.K, h.V, p, p_element, accumulate).O;
+}
+
+std::vector<double> attention_reference(std::span<const float> Q, std::span<const float> K, std::span<const float> V,
+                                        const Problem& p) {
+  const std::size_t d = p.head_dim;
+  const double scale = p.scale;
+  std::vector<double> O(p.seq_q * d), s(p.seq_k);
+  for (std::size_t i = 0; i < p.seq_q; ++i) {
+    const std::size_t seen = visible(p, i);
     double m = -std::numeric_limits<double>::infinity();
-    for (std::size_t j = 0; j < h.seq; ++j) {
+    for (std::size_t j = 0; j < seen; ++j) {
       double dot = 0.0;
-      for (std::size_t c = 0; c < d; ++c) dot += static_cast<double>(h.Q[i * d + c]) * h.K[j * d + c];
+      for (std::size_t c = 0; c < d; ++c) dot += static_cast<double>(Q[i * d + c]) * K[j * d + c];
       s[j] = dot * scale;
       m = std::max(m, s[j]);
     }
     double l = 0.0;
     double* o = &O[i * d];
-    for (std::size_t j = 0; j < h.seq; ++j) {
-      const double p = std::exp(s[j] - m);
-      l += p;
-      for (std::size_t c = 0; c < d; ++c) o[c] += p * h.V[j * d + c];
+    for (std::size_t j = 0; j < seen; ++j) {
+      const double w = std::exp(s[j] - m);
+      l += w;
+      for (std::size_t c = 0; c < d; ++c) o[c] += w * V[j * d + c];
     }
-    for (std::size_t c = 0; c < d; ++c) o[c] /= l;
+    for (std::size_t c = 0; c < d && seen > 0; ++c) o[c] /= l;
+  }
+  return O;
+}
+
+std::vector<double> attention_reference(const Head& h) {
+  const Problem p{h.seq, h.seq, h.head_dim, false,
+                  static_cast<float>(1.0 / std::sqrt(static_cast<double>(h.head_dim)))};
+  return attention_reference(h.Q, h.K, h.V, p);
+}
+
+KernelModel model_of_kernel(std::span<const float> Q, std::span<const float> K, std::span<const float> V,
+                            std::size_t batch_heads, const Problem& head, Quant quant, bool hadamard,
+                            std::uint64_t seed) {
+  const std::size_t d = head.head_dim;
+  KernelModel model{{Q.begin(), Q.end()}, {K.begin(), K.end()}, {V.begin(), V.end()}, {}, {}};
+  if (hadamard) {
+    const std::vector<float> signs = random_signs(d, seed);
+    hadamard_rows(model.Q, d, signs);
+    hadamard_rows(model.K, d, signs);
+  }
+  const std::size_t nq = head.seq_q * d, nk = head.seq_k * d;
+  for (std::size_t bh = 0; bh < batch_heads; ++bh) {
+    const std::span<float> q(&model.Q[bh * nq], nq), k(&model.K[bh * nk], nk), v(&model.V[bh * nk], nk);
+    quantise_e4m3(q, d, quant == Quant::block ? kBlockRows : head.seq_q);
+    quantise_e4m3(k, d, quant == Quant::block ? kBlockRows : head.seq_k);
+    quantise_e4m3(v, d, quant == Quant::block ? kBlockRows : head.seq_k);
+    const Attention a = attention_lowp(q, k, v, head, Element::e4m3, Accumulate::f32);
+    model.O.insert(model.O.end(), a.O.begin(), a.O.end());
+    model.L.insert(model.L.end(), a.L.begin(), a.L.end());
+  }
+  return model;
+}
+
+std::vector<double> reference_of_heads(std::span<const float> Q, std::span<const float> K, std::span<const float> V,
+                                       std::size_t batch_heads, const Problem& head) {
+  const std::size_t nq = head.seq_q * head.head_dim, nk = head.seq_k * head.head_dim;
+  std::vector<double> O;
+  O.reserve(batch_heads * nq);
+  for (std::size_t bh = 0; bh < batch_heads; ++bh) {
+    const std::vector<double> o =
+        attention_reference(Q.subspan(bh * nq, nq), K.subspan(bh * nk, nk), V.subspan(bh * nk, nk), head);
+    O.insert(O.end(), o.begin(), o.end());
   }
   return O;
 }

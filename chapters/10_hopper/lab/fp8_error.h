@@ -105,11 +105,46 @@ void round_to(std::span<float> x, Element element);
 // x with all but the top `bits` fraction bits set to zero (toward zero; --accumulate trunc14).
 float truncate_fraction(float x, int bits);
 
-// Step 5: O (seq x d) from Q, K, V already rounded, softmax scale 1/sqrt(d), in float32: tiles of
-// kKeyTile keys, the running max m and sum l, P rounded to `p_element` (e4m3 with kPScale).
+// One head's problem: Q [seq_q][head_dim], K and V [seq_k][head_dim]; the softmax scale; the
+// bottom-right aligned causal mask (fa::visible_keys: row i sees keys below
+// i - seq_q + 1 + seq_k); P's static scale before its cast to e4m3.
+struct Problem {
+  std::size_t seq_q = 0, seq_k = 0, head_dim = 0;
+  bool causal = false;
+  float scale = 0.0f;
+  float p_scale = kPScale;
+};
+// O [seq_q][head_dim] and L [seq_q] (m + ln(l), natural log; -inf and O = 0 for a row that sees no key).
+struct Attention {
+  std::vector<float> O, L;
+};
+
+// Step 5: O from Q, K, V already rounded, in float32: tiles of kKeyTile keys, the running max m
+// and sum l, P rounded to `p_element` (e4m3: e4m3(p p_scale) / p_scale), l summed before the
+// rounding. The Head form: seq_q = seq_k = seq, scale 1/sqrt(d), no mask, p_scale kPScale.
+Attention attention_lowp(std::span<const float> Q, std::span<const float> K, std::span<const float> V,
+                         const Problem& problem, Element p_element, Accumulate accumulate);
 std::vector<float> attention_lowp(const Head& rounded, Element p_element, Accumulate accumulate);
-// O in float64 from the same inputs (the reference; two passes: max, then the weighted sum).
+// O in float64 from the same inputs (the reference; two passes: max, then the weighted sum); the
+// same mask; rows that see no key are zeros.
+std::vector<double> attention_reference(std::span<const float> Q, std::span<const float> K, std::span<const float> V,
+                                        const Problem& problem);
 std::vector<double> attention_reference(const Head& head);
+
+// The model of chapter 10's FP8 kernel (hopper_fp8.cuh) on batch_heads heads of Q, K, V
+// ([batch_heads][seq][head_dim] float32, the unrounded inputs): per head, Q and K rotated with
+// random_signs(head_dim, seed) (hadamard_rows) when `hadamard`, each of Q, K, V quantised per block
+// of kBlockRows rows or per head (quantise_e4m3), then attention_lowp with P in e4m3, float32
+// accumulation. Q, K, V: the values the kernel multiplies (scale x code); O, L of every head.
+struct KernelModel {
+  std::vector<float> Q, K, V, O, L;
+};
+KernelModel model_of_kernel(std::span<const float> Q, std::span<const float> K, std::span<const float> V,
+                            std::size_t batch_heads, const Problem& head, Quant quant, bool hadamard,
+                            std::uint64_t seed);
+// attention_reference on every head: O in float64, [batch_heads][seq_q][head_dim].
+std::vector<double> reference_of_heads(std::span<const float> Q, std::span<const float> K, std::span<const float> V,
+                                       std::size_t batch_heads, const Problem& head);
 
 // Step 6.
 Error compare_outputs(std::span<const float> O, std::span<const double> reference);

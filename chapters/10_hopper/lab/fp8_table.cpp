@@ -8,6 +8,8 @@
 //   ch10_fp8_error --seq 256 --head-dim 64 --heads 1 --accumulate trunc14
 //
 //   ch10_fp8_error --parts                          ... and which of Q K^T, V, P the error comes from
+//   ch10_fp8_error --kernel                         ... and the FP8 kernel's own rows (hopper_fp8.cuh,
+//                                                   through simt: seq 1024 takes minutes; try --seq 256)
 //
 // The check at the end: on the inputs with outliers, e4m3 per block + Hadamard has a lower RMSE than
 // e4m3 per tensor at every head_dim. By how much is what the table measures: FlashAttention-3
@@ -17,6 +19,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -24,6 +27,7 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include "chapters/10_hopper/hopper.h"
 #include "chapters/10_hopper/lab/fp8_error.h"
 #include "common/chapter.h"
 
@@ -66,16 +70,35 @@ void add_head(Error& total, const Error& head, std::size_t heads) {
   total.max_abs = std::max(total.max_abs, head.max_abs);
 }
 
+// The error of one recipe on one head: the model's (error_of) or the kernel's (kernel_error_of).
+using ErrorOf = Error(const Head& head, std::span<const double> reference, const Recipe& recipe, std::uint64_t seed,
+                      Accumulate accumulate);
+
+// The FP8 kernel of chapter 10 (ch10::fp8_attention, on the CPU through simt) on one head, with the
+// recipe's quantisation and rotation (the same random signs as the model's: `seed`); its O (bf16)
+// against the reference. The kernel accumulates as simt's FP8 wgmma does (exact unless
+// simt::set_fp8_accumulation says otherwise), whatever `accumulate` says.
+Error kernel_error_of(const Head& head, std::span<const double> reference, const Recipe& recipe, std::uint64_t seed,
+                      Accumulate) {
+  const fa::Shape4 shape{1, 1, head.seq, head.head_dim};
+  const ch10::Fp8Options options{.quant = recipe.quant == Quant::block ? ch10::Quant::block : ch10::Quant::tensor,
+                                 .hadamard = recipe.hadamard,
+                                 .seed = seed};
+  const ch10::Fp8Result r = ch10::fp8_attention(fa::Tensor4<float>(shape, head.Q), fa::Tensor4<float>(shape, head.K),
+                                                fa::Tensor4<float>(shape, head.V), options, fa::Device::cpu);
+  return compare_outputs(r.run.O.values, reference);
+}
+
 // One row per recipe: its error on `heads` heads of each kind of input.
 std::vector<Row> table(const std::vector<Recipe>& recipes, std::size_t seq, std::size_t d, std::size_t heads,
-                       std::uint64_t seed, Accumulate accumulate) {
+                       std::uint64_t seed, Accumulate accumulate, ErrorOf* error = &error_of) {
   std::vector<Row> rows(recipes.size());
   for (std::size_t h = 0; h < heads; ++h) {
     for (Inputs inputs : {Inputs::normal, Inputs::outliers}) {
       const Head head = draw_head(seq, d, seed + 1000 * h, inputs);
       const std::vector<double> reference = attention_reference(head);
       for (std::size_t r = 0; r < recipes.size(); ++r) {
-        const Error e = error_of(head, reference, recipes[r], seed + 1000 * h + 7, accumulate);
+        const Error e = error(head, reference, recipes[r], seed + 1000 * h + 7, accumulate);
         add_head(inputs == Inputs::normal ? rows[r].normal : rows[r].outliers, e, heads);
       }
     }
@@ -126,6 +149,9 @@ int main(int argc, char** argv) {
   bool parts = false;
   program.app().add_flag("--parts", parts,
                          "also the error of e4m3 in Q and K only, V only, P only (per tensor; per block + Hadamard)");
+  bool kernel = false;
+  program.app().add_flag("--kernel", kernel,
+                         "also the FP8 kernel's error (ch10_hopper --dtype e4m3) on the same heads, head_dim 64, 128");
   try {
     program.parse(argc, argv);
     check_head_dims(head_dims);
@@ -155,6 +181,14 @@ int main(int argc, char** argv) {
         for (const Recipe& part : parts_of(r)) split.push_back(part);
       }
       print_table(split, table(split, seq, d, heads, seed, acc));
+    }
+    for (std::uint64_t d : head_dims) {
+      if (!kernel || (d != 64 && d != 128)) continue;
+      // The model's e4m3 rows 2-5 again, computed by the kernel: O in bf16 on top of the model's roundings.
+      std::vector<Recipe> rows_of_kernel(all.begin() + 2, all.begin() + 6);
+      for (Recipe& r : rows_of_kernel) r.name = "kernel, " + r.name;
+      fmt::print("\nthe FP8 kernel (hopper_fp8.cuh, on the CPU), head_dim {}: the same heads, O in bf16\n", d);
+      print_table(rows_of_kernel, table(rows_of_kernel, seq, d, heads, seed, acc, &kernel_error_of));
     }
     fmt::print("\n");
     return program.finish(fa::Check{"10", "FP8 per block + Hadamard vs per tensor, RMSE on outliers",
