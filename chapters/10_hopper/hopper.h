@@ -145,11 +145,12 @@ inline constexpr float kDefaultPScale = 256.0f;  // P = exp(s - m) 2^8 before it
 
 // The FP8 kernel against the lab's model of the same recipe, relative L2 of O: the two quantise
 // the same way (the tests check the codes bit for bit) and round P the same way; the kernel then
-// rounds O to bf16 (2^-9 of each value at most: a relative L2 of 2^-9 at most), and the rest is
-// float32 noise (the order of the sums, ex2.approx against exp, the scales folded into one factor:
-// ~1e-6 relative), which flips a P code only where p * p_scale lies that close to a rounding tie
-// (a few in 10^5 weights). Twice bf16's rounding leaves the second half for them; a wrong key order
-// or a lost scale costs 0.1 to 1.
+// rounds O to bf16, which keeps 8 significant bits: each value moves by at most 2^-8 of itself, so
+// the relative L2 of that rounding is below 2^-8 (about 2^-8 / sqrt(6) ~ 1.6e-3 on average, which
+// is what the demo prints). The rest is float32 noise (the order of the sums, ex2.approx against
+// exp, the scales folded into one factor: ~1e-6 relative), which flips a P code only where p *
+// p_scale lies that close to a rounding tie (a few in 10^5 weights) and adds far less than the
+// rounding's room left above 1.6e-3. A wrong key order or a lost scale costs 0.1 to 1.
 inline constexpr double kFp8ModelBound = 1.0 / 256;
 // L: both sum l from the same unrounded P in float32 and take m + ln(l); they differ by that noise,
 // ~1e-6 of |S|, far below this.

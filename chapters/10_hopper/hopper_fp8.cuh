@@ -31,15 +31,17 @@
 //     stage's vt_full mbarrier, which the consumers wait for before P V_j. The stage's empty
 //     barrier covers Vt too: the transposers wait for it, as the TMA does, before rewriting Vt.
 //   - P from registers, with the keys relabelled. The accumulator gives thread (g, t) columns
-//     8c + 2t, 8c + 2t + 1 of its rows; the k32 A fragment wants bytes A[row][4t + b] and
-//     A[row][16 + 4t + b], b = 0..3 (PTX ISA, "Register Fragments", .m64nNk32 A). FA3 moves P's
-//     codes between the quad's lanes (byte permutes and shuffles) to give each thread its columns.
-//     Here nothing moves: since O += P V sums over the keys, any order of the keys gives the same
-//     sum, as long as P's columns and V^T's columns follow the same order. Each thread packs its own
-//     values as they are: within each 16 keys, A's column 4t + b holds key
+//     8n + 2t, 8n + 2t + 1 of its rows g and g + 8; the k32 A fragment wants, in the same two rows,
+//     bytes A[row][4t + b] and A[row][16 + 4t + b], b = 0..3 (PTX ISA, "Register Fragments",
+//     .m64nNk32 A). No value has to leave its thread: since O += P V sums over the keys, any order
+//     of the keys gives the same sum, as long as P's columns and V^T's columns follow the same
+//     order. Each thread packs its own values as they are: within each 16 keys, A's column 4t + b
+//     holds key
 //       pi(4t + b) = 2t + (b % 2) + 8 (b / 2)      (keys 2t, 2t+1, 8+2t, 9+2t),
-//     and the transpose writes V_j's key pi(k') into Vt's column k'. The transpose happens anyway,
-//     so the relabelling costs nothing.
+//     a permutation of 0..15 (the quad's four t take sixteen different keys), and the transpose
+//     writes V_j's key pi(k') into Vt's column k'. The transpose happens anyway, so the relabelling
+//     costs nothing. FA3 relabels the same way: its permute_regs_A_to_C reorders the codes inside
+//     each thread after the cast (byte permutes, no shuffle); pack_P converts them in that order.
 //   - The scales, each folded where it costs one multiply: S_true = S q_scale(i) k_scale(j), folded
 //     into c = scale log2(e) q_scale k_scale(j) of each tile; P is quantised with the static scale
 //     p_scale: P8 = e4m3(exp2(s - m_safe) p_scale) (P <= 1, so no amax is needed: FA3's
@@ -53,12 +55,12 @@
 //   Q_i [Br][HEAD_DIM] codes                     8 or 16 KiB
 //   per stage: K_j [Bc][HEAD_DIM], V_j [Bc][HEAD_DIM] (unswizzled), Vt [HEAD_DIM][Bc] (64B swizzle)
 //   O_i [HEAD_DIM / 64][Br][64] bf16             16 or 32 KiB
-// For HEAD_DIM = 128: 16 + 2 x 24 + 32 = 96 KiB.
+// For HEAD_DIM = 128: 16 + 2 x 24 + 32 = 96 KiB, and 1 KiB more for the alignment (fp8_shared_bytes).
 //
 // Source: Shah et al. 2024, FlashAttention-3 (arXiv:2407.08608), section 3.3 (block quantisation,
 // incoherent processing, the in-kernel transpose of V, the layout of P's registers); FA3's code,
-// hopper/softmax.h (Max_offset) and hopper/utils.h (permute_regs_A_to_C, the byte permute done
-// here by the keys' order instead); the PTX ISA, "wgmma.mma_async" (FP8 types, K-major only),
+// hopper/softmax.h (Max_offset) and hopper/utils.h (permute_regs_A_to_C: the same order of the keys, by
+// byte permutes after the cast); the PTX ISA, "wgmma.mma_async" (FP8 types, K-major only),
 // "Register Fragments" (.m64nNk32), "Shared Memory Matrix Layout", "cvt" (.satfinite),
 // "membar/fence" (fence.proxy.async).
 // Run it: build/default/bin/ch10_hopper --dtype e4m3 [--quant tensor|block] [--hadamard]

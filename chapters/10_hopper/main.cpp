@@ -119,7 +119,7 @@ chapter 06's bf16 kernel's.)"});
 
 int main(int argc, char** argv) {
   fa::Program program(10, R"(Chapter 10: FlashAttention-3's forward design on Hopper (wgmma, TMA, mbarriers, a producer
-and a consumer warpgroup; bf16 or fp16 inputs, float32 accumulation), checked against chapter 06;
+and two consumer warpgroups; bf16 or fp16 inputs, float32 accumulation), checked against chapter 06;
 or in FP8 (--dtype e4m3), checked against the lab's model of its recipe.)");
   CLI::App& app = program.app();
   fa::AttentionFlags flags;
@@ -145,7 +145,7 @@ or in FP8 (--dtype e4m3), checked against the lab's model of its recipe.)");
     }
 
     // The GPU when one is asked for (--device gpu: it must be a Hopper), or, when none is named,
-    // when the GPU there is is one; else the CPU.
+    // when the GPU found is one; else the CPU.
     const fa::Device device = flags.chosen_device(ch10::check_device);
     if (dtype_text == "e4m3") {
       fp8.scale = flags.scale;

@@ -165,8 +165,8 @@ int main(int argc, char** argv) {
     std::string measured;
     bool pass = true;
     for (std::uint64_t d : head_dims) {
-      fmt::print("\nhead_dim {}, seq {}, {} heads, seed {}, accumulate {}; O's error against float64\n", d, seq, heads,
-                 seed, accumulate);
+      fmt::print("\nhead_dim {}, seq {}, {} head{}, seed {}, accumulate {}; O's error against float64\n", d, seq, heads,
+                 heads == 1 ? "" : "s", seed, accumulate);
       const std::vector<Row> rows = table(all, seq, d, heads, seed, acc);
       print_table(all, rows);
       const double ratio =
