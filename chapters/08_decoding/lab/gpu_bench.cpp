@@ -56,8 +56,7 @@ Row make_row(int batch, int context, int heads, int head_dim, int page_size, int
   row.lengths.assign(static_cast<std::size_t>(batch), context);
   const fa::Shape4 q{static_cast<std::size_t>(batch), static_cast<std::size_t>(heads), 1,
                      static_cast<std::size_t>(head_dim)};
-  row.plan =
-      ch08::check_problem(q, {pool, static_cast<std::size_t>(pages_per_seq), row.lengths}, options, fa::Device::gpu);
+  row.plan = ch08::check_problem(q, {pool, static_cast<std::size_t>(pages_per_seq), row.lengths}, options);
   return row;
 }
 
