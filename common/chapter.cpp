@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
+#include <optional>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -24,12 +27,59 @@ std::string tile_list(std::span<const KernelShape> compiled, int head_dim) {
   return fmt::format("{}", fmt::join(names, ", "));
 }
 
+std::vector<Tile> tiles_of(std::span<const KernelShape> compiled, int head_dim) {
+  std::vector<Tile> tiles;
+  for (const KernelShape& k : compiled) {
+    if (k.head_dim == head_dim) tiles.push_back(k.tile);
+  }
+  return tiles;
+}
+
 Tile parse_tile(std::string_view text, std::span<const KernelShape> compiled) {
   for (const KernelShape& k : compiled) {
     if (text == tile_name(k.tile)) return k.tile;
   }
   throw std::invalid_argument(
       fmt::format("--tile {}: accepted Br x Bc shapes are {}", text.empty() ? "''" : text, tile_list(compiled)));
+}
+
+TileChoice fit_tile(std::string_view who, Tile default_tile, int head_dim, std::span<const KernelShape> compiled,
+                    const SharedBytes& bytes, std::size_t limit) {
+  const std::size_t default_bytes = bytes(default_tile);
+  if (default_bytes <= limit) return {default_tile, default_bytes, {}};
+  std::optional<TileChoice> best;
+  std::optional<TileChoice> smallest;  // for the refusal: the least any compiled tile needs
+  for (const KernelShape& k : compiled) {
+    if (k.head_dim != head_dim) continue;
+    const TileChoice c{k.tile, bytes(k.tile), {}};
+    if (!smallest || c.bytes < smallest->bytes) smallest = c;
+    if (c.bytes > limit) continue;
+    const auto work = [](Tile t) { return std::pair{std::int64_t{t.Br} * t.Bc, t.Br}; };
+    if (!best || work(c.tile) > work(best->tile)) best = c;
+  }
+  if (!best) {
+    const TileChoice least = smallest.value_or(TileChoice{default_tile, default_bytes, {}});
+    throw std::invalid_argument(fmt::format(
+        "{}: at head dim {} every compiled tile needs more shared memory per block than this GPU gives a block ({} "
+        "bytes); the smallest, {}, needs {}: run it with --device cpu, or on a GPU that gives a block more",
+        who, head_dim, limit, tile_name(least.tile), least.bytes));
+  }
+  best->why = fmt::format(
+      "the default {} needs {} bytes of shared memory per block, more than the {} this GPU gives a block: {} ({} "
+      "bytes), the compiled tile that fits with the most work per block",
+      tile_name(default_tile), default_bytes, limit, tile_name(best->tile), best->bytes);
+  return *best;
+}
+
+TileChoice tile_for_device(std::string_view who, Device device, std::optional<Tile> given, Tile default_tile,
+                           int head_dim, std::span<const KernelShape> compiled, const SharedBytes& bytes) {
+  if (given) return {*given, bytes(*given), {}};
+  if (device == Device::cpu) return {default_tile, bytes(default_tile), {}};
+  return fit_tile(who, default_tile, head_dim, compiled, bytes, gpu_shared_bytes_per_block());
+}
+
+std::string tile_note(std::string_view what, const TileChoice& choice) {
+  return choice.why.empty() ? std::string() : fmt::format("; {} {}: {}", what, tile_name(choice.tile), choice.why);
 }
 
 DeviceProblem device_problem(std::string_view who, const AttentionShape& shape, std::optional<double> scale,

@@ -6,6 +6,7 @@
 //   Tile, KernelShape, every()        a kernel's compiled instances: head dim and Br x Bc tile
 //   DeviceProblem, device_problem()   one attention problem as the kernel sees it, checked
 //   compiled_index()                  which compiled instance runs the problem
+//   fit_tile(), tile_for_device()     the tile a GPU's shared memory per block can hold
 //   visible_keys()                    the causal mask's rule, in every kernel
 //   KernelRun                         O, L and the wall time of a forward kernel, on host data
 //   Builds, build_for()               the build of a chapter's kernels that runs: CPU, profiled, GPU
@@ -26,6 +27,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <span>
@@ -101,6 +103,10 @@ DeviceProblem device_problem(std::string_view who, const AttentionShape& shape, 
 std::string tile_name(Tile tile);
 std::string tile_list(std::span<const KernelShape> compiled, int head_dim = 0);
 
+// The tiles `compiled` holds for head_dim, in its order (what a chapter's tests loop over). Never
+// throws (but for memory; chapter.cpp).
+std::vector<Tile> tiles_of(std::span<const KernelShape> compiled, int head_dim);
+
 // Parses "64x32" (Br x Bc) into one of the tiles of `compiled`. Throws std::invalid_argument
 // starting with "--tile TEXT:" and naming the tiles that are compiled (chapter.cpp).
 Tile parse_tile(std::string_view text, std::span<const KernelShape> compiled);
@@ -117,6 +123,52 @@ std::size_t compiled_index(const DeviceProblem& problem, const std::array<Kernel
   }
   throw std::invalid_argument("compiled_index: this head_dim and tile are not compiled");
 }
+
+// `a` then `b`: the instances a chapter compiles for every head dim (every()) and those it adds
+// for some head dims only.
+template <std::size_t N, std::size_t M>
+constexpr std::array<KernelShape, N + M> join(const std::array<KernelShape, N>& a,
+                                              const std::array<KernelShape, M>& b) {
+  std::array<KernelShape, N + M> shapes{};
+  for (std::size_t n = 0; n < N; ++n) shapes[n] = a[n];
+  for (std::size_t m = 0; m < M; ++m) shapes[N + m] = b[m];
+  return shapes;
+}
+
+// ---- The tile a GPU can hold ---------------------------------------------------------------------
+// A block of a kernel keeps its tiles in shared memory, and a GPU gives a block at most so many
+// bytes of it (cudaDevAttrMaxSharedMemoryPerBlockOptin: 65536 on a T4, 166912 on an A100, 232448 on
+// an H100). Where the user names no tile, a chapter runs its default tile where it fits, else the
+// compiled tile of the head dim that fits with the most work per block.
+
+// Bytes of shared memory one block of the chapter's kernel needs with `tile`, at the problem's head
+// dim (and, for chapter 08, its cache type): the chapter's own formula.
+using SharedBytes = std::function<std::size_t(Tile)>;
+
+// The tile a run takes, its shared memory per block, and why when it is not the default.
+struct TileChoice {
+  Tile tile{};
+  std::size_t bytes = 0;  // shared memory per block of `tile`, bytes
+  std::string why;        // empty for the default; else "the default 64x64 needs ... bytes ..."
+};
+
+// The pure choice, for a GPU that gives a block `limit` bytes of shared memory: `default_tile` when
+// bytes(default_tile) <= limit; else, among the tiles `compiled` holds for head_dim, the one that
+// fits with the largest Br * Bc, then the largest Br (the most work per block, the fewest blocks).
+// Throws std::invalid_argument in one line starting with `who`, naming the bytes of the smallest
+// tile, the limit and what to do (--device cpu), when no tile of head_dim fits. Never calls the GPU: the
+// tests give it 65536 (T4), 166912 (A100) and 232448 (H100). Source: the chapters' kernels, whose
+// shared memory `bytes` computes (chapter.cpp).
+TileChoice fit_tile(std::string_view who, Tile default_tile, int head_dim, std::span<const KernelShape> compiled,
+                    const SharedBytes& bytes, std::size_t limit);
+
+// The tile of a run: `given` when the user named one (a launch refuses it if it does not fit);
+// else on the CPU always `default_tile` (no device limit there: common/simt/launch.h), and on the
+// GPU fit_tile with this GPU's limit (gpu_shared_bytes_per_block, common/device.h). Throws as
+// fit_tile, and std::runtime_error as require_device when device is gpu and no GPU can be used
+// (chapter.cpp).
+TileChoice tile_for_device(std::string_view who, Device device, std::optional<Tile> given, Tile default_tile,
+                           int head_dim, std::span<const KernelShape> compiled, const SharedBytes& bytes);
 
 // How many keys query row i sees: every one of the seq_len_k, or under the causal mask (aligned to
 // the bottom right, common/attention_shapes.h) the keys j <= i + seq_len_k - seq_len_q, which is
@@ -231,6 +283,11 @@ struct Check {
 // holds NaN or an infinity, their counts: "O rel L2 2.7e-07, 6400 NaN, all where the reference has
 // them too" (compare.h, nonfinite_report). A verdict can then never say PASS over NaN silently.
 std::string error_field(std::string_view name, const ErrorStats& s);
+
+// What a banner says of a tile that is not the default (fa::tile_for_device on a GPU that cannot
+// hold the default): "; <what> 64x32: the default 64x64 needs ..."; empty for the default. Never
+// throws (but for memory).
+std::string tile_note(std::string_view what, const TileChoice& choice);
 
 // The rule of every verdict: an error passes only a finite bound. A bound that is infinite or NaN
 // (a float32 evaluation that overflowed on this input, common/tolerance.h) bounds nothing, so the

@@ -60,4 +60,20 @@ GpuInfo current_gpu() {
 #endif
 }
 
+std::size_t gpu_shared_bytes_per_block() {
+  require_device(Device::gpu);
+#if FA_HAVE_CUDA
+  int device = 0, limit = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess) {
+    const cudaError_t error = cudaGetLastError();
+    throw std::runtime_error(
+        fmt::format("the CUDA runtime cannot say the GPU's shared memory per block: {}", cudaGetErrorString(error)));
+  }
+  return static_cast<std::size_t>(limit);
+#else
+  return 0;   // (require_device threw: no GPU path)
+#endif
+}
+
 }  // namespace fa

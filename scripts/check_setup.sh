@@ -75,8 +75,9 @@ chapters_on_gpu() {
       if [ "$cc" -ge 80 ]; then
         echo "compute capability ${cc%?}.${cc: -1}: chapters 04 to 09 run on it; 10 (a Hopper's, 9.0) on the CPU"
       elif [ "$cc" -ge 75 ]; then
-        echo "compute capability ${cc%?}.${cc: -1}: chapters 04, 05, 07, 08 and 09 run on it, where their" \
-          "tiles fit its 64 KiB of shared memory per block; 06 (needs 8.0) and 10 (9.0) on the CPU"
+        echo "compute capability ${cc%?}.${cc: -1}: chapters 04, 05, 07, 08 and 09 run on it, in tiles that" \
+          "fit its 64 KiB of shared memory per block (not chapter 08's 16-bit cache at head dim 128);" \
+          "06 (needs 8.0) and 10 (9.0) on the CPU"
       else
         echo "compute capability ${cc%?}.${cc: -1}: older than 7.5, CUDA 13's oldest target: every chapter on the CPU"
       fi

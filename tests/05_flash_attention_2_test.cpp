@@ -21,6 +21,7 @@
 #include "common/attention_shapes.h"
 #include "common/compare.h"
 #include "definition.h"
+#include "doc_table.h"
 
 namespace {
 
@@ -38,20 +39,20 @@ struct Case {
   bool causal;
   std::optional<double> scale;  // 1/sqrt(head_dim) when not given
   fa_test::Scores scores;
-  fa::Tile tile;
+  std::optional<fa::Tile> tile;  // ch05::choose_tile's when not given (kDefaultTile on the CPU)
 };
 
 std::string describe(const Case& c, std::uint64_t seed) {
   return "seq_len_q " + std::to_string(c.seq_len_q) + ", seq_len_k " + std::to_string(c.seq_len_k) + ", head_dim " +
          std::to_string(c.head_dim) + (c.causal ? ", causal" : "") + ", scale " +
          (c.scale ? std::to_string(*c.scale) : std::string("1/sqrt(head_dim)")) + ", scores " +
-         fa_test::to_string(c.scores) + ", tile " + std::to_string(c.tile.Br) + "x" + std::to_string(c.tile.Bc) +
-         ", seed " + std::to_string(seed);
+         fa_test::to_string(c.scores) + ", tile " +
+         (c.tile ? fa::tile_name(*c.tile) : std::string("the chapter's choice")) + ", seed " + std::to_string(seed);
 }
 
 // Runs chapter 04 once and chapter 05 once per tile shape in `tiles` on the same inputs, and checks
 // O and L of each against chapter 04.
-void check_case(const Case& c, std::span<const fa::Tile> tiles) {
+void check_case(const Case& c, std::span<const std::optional<fa::Tile>> tiles) {
   const std::size_t batch = fa_test::kCaseBatch, heads = fa_test::kCaseHeads;
   const std::uint64_t seed = 5000 + 131 * c.seq_len_q + 17 * c.seq_len_k + c.head_dim +
                              static_cast<std::uint64_t>(c.scores) * 7 + (c.causal ? 3 : 0);
@@ -65,7 +66,7 @@ void check_case(const Case& c, std::span<const fa::Tile> tiles) {
   }
   const std::vector<double> magnitudes = ch05::L_magnitudes(in.Q, in.K, scale);
 
-  for (const fa::Tile& tile : tiles) {
+  for (const std::optional<fa::Tile>& tile : tiles) {
     Case with_tile = c;
     with_tile.tile = tile;
     INFO(describe(with_tile, seed));
@@ -83,9 +84,15 @@ void check_case(const Case& c, std::span<const fa::Tile> tiles) {
   }
 }
 
-void check_case(const Case& c) { check_case(c, std::span<const fa::Tile>(&c.tile, 1)); }
+void check_case(const Case& c) { check_case(c, std::span<const std::optional<fa::Tile>>(&c.tile, 1)); }
 
-constexpr fa::Tile kDefaultTile{64, 64};
+// The tiles compiled for head_dim that the device of these tests holds (fa_test::tiles_that_fit: on
+// a T4's GPU, those within its 64 KiB per block).
+std::vector<fa::Tile> tiles_to_test(std::size_t head_dim) {
+  const int d = static_cast<int>(head_dim);
+  return fa_test::tiles_that_fit(fa::tiles_of(ch05::kCompiled, d),
+                                 [d](fa::Tile tile) { return ch05::shared_bytes(d, tile); });
+}
 
 }  // namespace
 
@@ -98,15 +105,15 @@ TEST_CASE("FlashAttention-2 agrees with naive attention for every shape of the l
   const auto [seq_len_q, seq_len_k] = shapes[k];
   const std::size_t head_dim = std::size_t{32} << h;
   const Case c{seq_len_q, seq_len_k, head_dim, causal, std::nullopt, fa_test::Scores::normal, {}};
+  const std::vector<fa::Tile> fit = tiles_to_test(head_dim);
+  std::vector<std::optional<fa::Tile>> tiles(fit.begin(), fit.end());
 #if FA_SANITIZER_BUILD
   // Under the sanitizers (10 to 50 times slower) one tile per case, in turn (a Latin square over the
   // shape and the head dim): every tile still meets every shape and every head dim, at a third of the
   // CPU time (the tile loop is the same code for every tile; only its bounds differ).
-  check_case(c,
-             std::span<const fa::Tile>(&ch05::kTileShapes[(k + h + (causal ? 1 : 0)) % ch05::kTileShapes.size()], 1));
-#else
-  check_case(c, ch05::kTileShapes);
+  tiles = {tiles[(k + h + (causal ? 1 : 0)) % tiles.size()]};
 #endif
+  check_case(c, tiles);
 }
 
 #if !FA_SANITIZER_BUILD
@@ -114,7 +121,7 @@ TEST_CASE("FlashAttention-2 agrees with naive attention for every shape of the l
 TEST_CASE("FlashAttention-2 agrees with naive attention at seq_len 1000", "[ch05]") {
   const std::size_t head_dim = GENERATE(32u, 64u, 128u);
   const bool causal = GENERATE(false, true);
-  check_case({1000, 1000, head_dim, causal, std::nullopt, fa_test::Scores::normal, kDefaultTile});
+  check_case({1000, 1000, head_dim, causal, std::nullopt, fa_test::Scores::normal, std::nullopt});
 }
 #endif
 
@@ -131,13 +138,13 @@ TEST_CASE("FlashAttention-2 agrees with naive attention for scale 0.5, large and
   const bool causal = GENERATE(false, true);
   const std::optional<double> scale = GENERATE(std::optional<double>(), std::optional<double>(0.5));
   const auto scores = GENERATE(fa_test::Scores::normal, fa_test::Scores::large, fa_test::Scores::very_low);
-  check_case({seq_len_q, seq_len_k, head_dim, causal, scale, scores, kDefaultTile});
+  check_case({seq_len_q, seq_len_k, head_dim, causal, scale, scores, std::nullopt});
 }
 
 TEST_CASE("rows that see no key give zeros in O and -inf in L, never NaN", "[ch05][sanitizer]") {
   // Causal with seq_len_q > seq_len_k: query i sees keys j <= i - 90, so rows 0..89 see none.
   const auto in = fa_test::make_inputs(2, 3, 203, 113, 64, 0.125, fa_test::Scores::normal, 5100);
-  const auto tile = GENERATE(from_range(ch05::kTileShapes.begin(), ch05::kTileShapes.end()));
+  const auto tile = GENERATE(from_range(tiles_to_test(64)));
   const auto out = ch05::flash_attention_2(in.Q, in.K, in.V, {.causal = true, .tile = tile}, kDevice);
   fa_test::check_rows_that_see_no_key(out.O, out.L, 113, "tile " + fa::tile_name(tile));
 }
@@ -166,18 +173,16 @@ TEST_CASE("the bound on L grows with the inputs, not with the reference's L", "[
   CHECK_FALSE(ch05::worst_L(L, std::vector<double>{1.0, 1.0, 1.0}, std::vector<double>{INFINITY, 1.0, 1.0}, 5).pass);
 }
 
-TEST_CASE("FlashAttention-2 refuses a head_dim it was not compiled for, naming the ones it was", "[ch05]") {
-  const auto in = fa_test::make_inputs(1, 1, 8, 8, 48, 0.1, fa_test::Scores::normal, 5200);
-  fa_test::check_refused([&] { (void)ch05::flash_attention_2(in.Q, in.K, in.V, {}, kDevice); }, {"48", "32, 64, 128"});
-}
-
-TEST_CASE("FlashAttention-2 refuses tiles it does not offer and shapes that do not fit", "[ch05]") {
+TEST_CASE("FlashAttention-2 refuses head dims, tiles and shapes it does not run, naming those it does", "[ch05]") {
+  const auto d48 = fa_test::make_inputs(1, 1, 8, 8, 48, 0.1, fa_test::Scores::normal, 5200);
+  fa_test::check_refused([&] { (void)ch05::flash_attention_2(d48.Q, d48.K, d48.V, {}, kDevice); },
+                         {"48", "32, 64, 128"});
+  // A tile compiled for no head dim, and one compiled for head dim 128 only (kSmallGpuShapes).
   const auto in = fa_test::make_inputs(1, 2, 8, 8, 32, 0.1, fa_test::Scores::normal, 5300);
-  fa_test::check_refused(
-      [&] {
-        (void)ch05::flash_attention_2(in.Q, in.K, in.V, {.tile = {16, 16}}, kDevice);
-      },
-      {"tile Br x Bc = 16x16 is not compiled", "64x64, 32x64, 64x32"});
+  for (const fa::Tile tile : {fa::Tile{16, 16}, fa::Tile{32, 32}}) {
+    fa_test::check_refused([&] { (void)ch05::flash_attention_2(in.Q, in.K, in.V, {.tile = tile}, kDevice); },
+                           {"tile Br x Bc = " + fa::tile_name(tile) + " is not compiled", "64x64, 32x64, 64x32"});
+  }
   const fa::Tensor4<float> other_heads(fa::Shape4{1, 3, 8, 32});
   CHECK_THROWS_AS(ch05::flash_attention_2(in.Q, other_heads, other_heads, {}, kDevice), std::invalid_argument);
   CHECK_THROWS_AS(ch05::flash_attention_2(in.Q, in.K, in.V, {.scale = INFINITY}, kDevice), std::invalid_argument);
@@ -222,7 +227,7 @@ void check_against_definition(std::size_t seq_len_q, std::size_t seq_len_k, std:
   const fa_test::Definition definition = fa_test::definition(in.Q, in.K, in.V, {.causal = causal});
   const std::vector<double> allowance = definition.L_allowance();
   const std::vector<double> magnitudes = ch05::L_magnitudes(in.Q, in.K, fa::default_scale(head_dim));
-  for (const fa::Tile& tile : ch05::kTileShapes) {
+  for (const fa::Tile& tile : tiles_to_test(head_dim)) {
     const auto out = ch05::flash_attention_2(in.Q, in.K, in.V, {.causal = causal, .tile = tile}, kDevice);
     INFO("seq_len_q " << seq_len_q << ", seq_len_k " << seq_len_k << ", head_dim " << head_dim
                       << (causal ? ", causal" : "") << ", tile " << fa::tile_name(tile) << ", seed " << seed);
@@ -257,6 +262,57 @@ TEST_CASE("where the mask matters, O and L agree with the definition: causal, a 
 }
 
 #if !FA_TEST_ON_GPU
+namespace {
+
+// The tile a GPU that gives a block `limit` bytes of shared memory runs at head_dim where no tile is
+// named (what ch05::choose_tile gives on a GPU), computed here without one.
+fa::TileChoice gpu_choice(int head_dim, std::size_t limit) {
+  return fa::fit_tile(
+      "flash_attention_2", ch05::kDefaultTile, head_dim, ch05::kCompiled,
+      [head_dim](fa::Tile tile) { return ch05::shared_bytes(head_dim, tile); }, limit);
+}
+
+using fa_test::kT4SharedBytes, fa_test::kA100SharedBytes, fa_test::kH100SharedBytes;
+
+}  // namespace
+
+TEST_CASE("without --tile, a GPU runs the default tile where it fits, else the fitting tile with the most work",
+          "[ch05]") {
+  // A T4: 64x64 fits at head dim 32 only. At 64, 32x64 and 64x32 both fit with Br * Bc = 2048,
+  // and the larger Br wins; at 128 only 32x32 fits.
+  const fa::TileChoice d32 = gpu_choice(32, kT4SharedBytes), d64 = gpu_choice(64, kT4SharedBytes),
+                       d128 = gpu_choice(128, kT4SharedBytes);
+  CHECK(d32.tile == fa::Tile{64, 64});
+  CHECK(d32.why.empty());
+  CHECK(d64.tile == fa::Tile{64, 32});
+  CHECK(d64.bytes == 41728);
+  INFO(d64.why);
+  CHECK(d64.why.find("64x64 needs 66560 bytes") != std::string::npos);
+  CHECK(d64.why.find("65536") != std::string::npos);
+  CHECK(d128.tile == fa::Tile{32, 32});
+  CHECK(d128.bytes == 53760);
+  // An A100 and an H100 hold the default at every head dim.
+  for (std::size_t limit : {kA100SharedBytes, kH100SharedBytes}) {
+    for (int head_dim : ch05::kHeadDims) {
+      const fa::TileChoice c = gpu_choice(head_dim, limit);
+      CHECK(c.tile == ch05::kDefaultTile);
+      CHECK(c.why.empty());
+    }
+  }
+  // A GPU that holds no tile of head dim 128: one line with the smallest tile's bytes and the limit.
+  fa_test::check_refused([] { (void)gpu_choice(128, 49152); }, {"flash_attention_2", "53760", "49152", "--device cpu"});
+  // The CPU has no such limit: the default, whatever the head dim.
+  for (int head_dim : ch05::kHeadDims) {
+    CHECK(ch05::choose_tile(head_dim, {}, fa::Device::cpu).tile == ch05::kDefaultTile);
+  }
+}
+
+TEST_CASE("docs/workshop.md's T4 row of chapter 05 quotes the bytes the kernel asks for", "[ch05]") {
+  fa_test::check_t4_row("05", {{{64, 64}, ch05::shared_bytes(64, {64, 64})},
+                               {{64, 32}, ch05::shared_bytes(64, {64, 32})},
+                               {{32, 32}, ch05::shared_bytes(128, {32, 32})}});
+}
+
 TEST_CASE("asking for the GPU where there is none is a clear error", "[ch05]") {
   if (fa::gpu_available()) FA_SKIP("this machine has a GPU: the error cannot be shown here");
   const auto in = fa_test::make_inputs(1, 1, 4, 4, 32, 0.1, fa_test::Scores::normal, 5400);

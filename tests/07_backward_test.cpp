@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -25,6 +26,7 @@
 #include "common/compare.h"
 #include "common/random.h"
 #include "definition.h"
+#include "doc_table.h"
 #if !FA_TEST_ON_GPU
 #include "common/simt/schedule.h"
 #endif
@@ -85,9 +87,11 @@ Problem make_problem(const Case& c, std::size_t batch = 2, std::size_t heads = 3
   return p;
 }
 
-ch07::Gradients run(const Problem& p, const Case& c, ch07::DqMethod dq) {
+// The backward pass of the case, in `tile` (when not given: ch07::choose_tile's, which on a GPU is
+// one that its shared memory per block holds).
+ch07::Gradients run(const Problem& p, const Case& c, ch07::DqMethod dq, std::optional<fa::Tile> tile = std::nullopt) {
   return ch07::flash_attention_2_backward(p.in.Q, p.in.K, p.in.V, p.forward.O, p.forward.L, p.dO,
-                                          {.scale = c.scale, .causal = c.causal, .dq = dq}, kDevice);
+                                          {.scale = c.scale, .causal = c.causal, .dq = dq, .tile = tile}, kDevice);
 }
 
 // The kernel's dQ, dK, dV and D against the reference, each within gradient_check.h's bound.
@@ -219,6 +223,28 @@ TEST_CASE("the backward pass agrees with the float64 gradient for scale 0.3 and 
              ch07::DqMethod::atomic);
 }
 
+TEST_CASE("the tiles of a GPU with 64 KiB per block agree with the float64 gradient on odd shapes",
+          "[ch07][sanitizer]") {
+  // kSmallGpuShapes (32x32 at head dim 64, 16x32 at 128): a single query against a ragged key tile,
+  // partial tiles of both kinds, causal rows that see no key (65 x 40: rows 0 to 24), both dQ methods.
+  const ch07::DqMethod dq = GENERATE(ch07::DqMethod::atomic, ch07::DqMethod::deterministic);
+  for (const fa::KernelShape& k : ch07::kSmallGpuShapes) {
+    const auto d = static_cast<std::size_t>(k.head_dim);
+    const std::vector<fa::Tile> tiles =
+        fa_test::tiles_that_fit({k.tile}, [&k](fa::Tile tile) { return ch07::shared_bytes(k.head_dim, tile); });
+    for (const fa::Tile& tile : tiles) {
+      for (const Case& c : {Case{1, 257, d, false, fa::default_scale(d), Scores::normal},
+                            Case{33, 70, d, true, fa::default_scale(d), Scores::normal},
+                            Case{65, 40, d, true, 0.125, Scores::normal}}) {
+        const Problem p = make_problem(c);
+        INFO(describe(c, p.seed) << ", tile " << fa::tile_name(tile)
+                                 << (dq == ch07::DqMethod::atomic ? ", atomic dQ" : ", deterministic dQ"));
+        check_against_reference(p, run(p, c, dq, tile));
+      }
+    }
+  }
+}
+
 TEST_CASE("the deterministic dQ agrees with the float64 gradient and with the atomic dQ", "[ch07][sanitizer]") {
 #if FA_SANITIZER_BUILD
   const auto [seq_len_q, seq_len_k] = GENERATE(table<std::size_t, std::size_t>({{1, 1}, {65, 40}}));
@@ -250,6 +276,55 @@ TEST_CASE("the deterministic dQ agrees with the float64 gradient and with the at
   CHECK(deterministic.dV.values == atomic.dV.values);
 #endif
 }
+
+#if !FA_TEST_ON_GPU
+// The tile a GPU that gives a block `limit` bytes of shared memory runs at head_dim (what
+// ch07::choose_tile gives on a GPU), computed here without one.
+static fa::TileChoice gpu_choice(int head_dim, std::size_t limit) {
+  return fa::fit_tile(
+      "attention backward", ch07::tile_for_head_dim(head_dim), head_dim, ch07::kCompiled,
+      [head_dim](fa::Tile tile) { return ch07::shared_bytes(head_dim, tile); }, limit);
+}
+
+TEST_CASE("on a GPU the backward pass runs the default tile where it fits, else the fitting tile with the most work",
+          "[ch07]") {
+  // A T4 (64 KiB per block): the default 32x64 fits at head dim 32 only (42240 bytes); at 64 the
+  // default needs 66816 bytes and 32x32 runs; at 128 it needs 74752 and 16x32 runs.
+  CHECK(gpu_choice(32, fa_test::kT4SharedBytes).tile == fa::Tile{32, 64});
+  const fa::TileChoice d64 = gpu_choice(64, fa_test::kT4SharedBytes), d128 = gpu_choice(128, fa_test::kT4SharedBytes);
+  CHECK(d64.tile == fa::Tile{32, 32});
+  CHECK(d64.bytes == 41984);
+  CHECK(d128.tile == fa::Tile{16, 32});
+  CHECK(d128.bytes == 53888);
+  INFO(d128.why);
+  CHECK(d128.why.find("32x32 needs 74752 bytes") != std::string::npos);
+  // An A100 and an H100 hold every default.
+  for (std::size_t limit : {fa_test::kA100SharedBytes, fa_test::kH100SharedBytes}) {
+    for (int head_dim : ch07::kHeadDims) {
+      CHECK(gpu_choice(head_dim, limit).tile == ch07::tile_for_head_dim(head_dim));
+      CHECK(gpu_choice(head_dim, limit).why.empty());
+    }
+  }
+  // No tile of head dim 128 within 48 KiB: one line with the smallest tile's bytes and the limit.
+  fa_test::check_refused([] { (void)gpu_choice(128, 49152); },
+                         {"attention backward", "53888", "49152", "--device cpu"});
+  // A tile that is not compiled for the head dim is refused, naming those that are.
+  const auto in = fa_test::make_inputs(1, 1, 8, 8, 64, 0.1, Scores::normal, 7300);
+  fa_test::check_refused(
+      [&] {
+        (void)ch07::flash_attention_2_backward(in.Q, in.K, in.V, in.Q, std::vector<float>(8), in.Q,
+                                               {.tile = fa::Tile{16, 32}}, kDevice);
+      },
+      {"16x32", "32x64, 32x32"});
+}
+
+TEST_CASE("docs/workshop.md's T4 row of chapter 07 quotes the bytes the kernels ask for", "[ch07]") {
+  // Every compiled tile: the defaults and the tiles of a T4.
+  for (const fa::KernelShape& k : ch07::kCompiled) {
+    fa_test::check_t4_row("07", {{k.tile, ch07::shared_bytes(k.head_dim, k.tile)}});
+  }
+}
+#endif
 
 TEST_CASE("rows that see no key give zero gradients, never NaN", "[ch07][sanitizer]") {
   // Causal with seq_len_q > seq_len_k: query i sees keys j <= i - 90, so rows 0..89 see none (L = -inf);

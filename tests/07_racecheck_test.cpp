@@ -1,7 +1,8 @@
 // Chapter 07's kernels under simt's race checker (common/simt/racecheck.h), both dQ methods: no
 // race between threads, warps or blocks, and no read of memory that nothing wrote, on the short
 // list of shapes (a single query, a ragged key tile, tails, both sides of the causal diagonal, rows
-// that see no key), causal or not. This is where a dQ added with += instead of atomicAdd shows:
+// that see no key), causal or not, at head dim 32; and the tiles of a T4 at head dims 64 and 128 on
+// one shape. This is where a dQ added with += instead of atomicAdd shows:
 // blocks of different key blocks write the same element. Built where the build has profiled copies
 // (tests/CMakeLists.txt): not under the asan and tsan presets.
 #include <cstdint>
@@ -30,6 +31,21 @@ TEST_CASE("the backward kernels have no race and read no unwritten memory (simt'
                                                  {.scale = scale, .causal = causal, .dq = dq}, fa::Device::cpu);
           launches += dq == ch07::DqMethod::atomic ? 2 : 3;  // preprocess, dK dV (and dQ)
         }
+      }
+    }
+    // The tiles of a GPU with 64 KiB per block (kSmallGpuShapes), on one shape with partial tiles of
+    // both kinds and rows that see no key.
+    for (const fa::KernelShape& k : ch07::kSmallGpuShapes) {
+      const auto d = static_cast<std::size_t>(k.head_dim);
+      const auto in = fa_test::make_inputs(1, 1, 40, 23, d, scale, fa_test::Scores::normal, 7750 + d);
+      const fa::Tensor4<float> dO(in.Q.shape, fa::normal<float>(in.Q.shape.size(), 7798));
+      const auto forward = ch05::flash_attention_2(in.Q, in.K, in.V, {.scale = scale, .causal = true}, fa::Device::cpu);
+      ++launches;
+      for (const auto dq : {ch07::DqMethod::atomic, ch07::DqMethod::deterministic}) {
+        (void)ch07::flash_attention_2_backward(in.Q, in.K, in.V, forward.O, forward.L, dO,
+                                               {.scale = scale, .causal = true, .dq = dq, .tile = k.tile},
+                                               fa::Device::cpu);
+        launches += dq == ch07::DqMethod::atomic ? 2 : 3;
       }
     }
     return launches;

@@ -34,6 +34,7 @@
 #include "common/random.h"
 #include "common/simt/profile.h"
 #include "common/simt/simt.h"
+#include "doc_table.h"
 
 namespace {
 
@@ -47,6 +48,7 @@ struct Case {
   std::size_t page_size;      // 0: the dense cache
   std::optional<int> splits;  // automatic when not given
   CacheType type;
+  std::optional<fa::Tile> tile = std::nullopt;  // check_problem's when not given
 };
 
 std::string describe(const Case& c, std::uint64_t seed) {
@@ -56,12 +58,14 @@ std::string describe(const Case& c, std::uint64_t seed) {
          std::to_string(c.seq_len_q) + ", head_dim " + std::to_string(c.head_dim) + (c.causal ? ", causal" : "") +
          ", lengths " + lengths + ", page_size " + std::to_string(c.page_size) + ", splits " +
          (c.splits ? std::to_string(*c.splits) : std::string("auto")) + ", " + std::string(ch08::to_string(c.type)) +
-         ", seed " + std::to_string(seed);
+         (c.tile ? ", tile " + fa::tile_name(*c.tile) : std::string()) + ", seed " + std::to_string(seed);
 }
 
 // Draws the case's inputs, decodes them and checks every sequence against its dense equivalent.
-// Returns the plan the decoding ran with.
-ch08::Plan check_case(const Case& c) {
+// Returns the plan the decoding ran with; nothing, after a warning, where the GPU of the GPU build
+// holds no compiled tile of the case's cache type and head dim (a 16-bit cache at head dim 128 on a
+// T4, with 64 KiB per block: decode_attention refuses it in one line, which the warning shows).
+std::optional<ch08::Plan> check_case(const Case& c) {
   const std::size_t batch = c.lengths.size();
   const std::size_t seq_len_k =
       static_cast<std::size_t>(std::max(1, *std::max_element(c.lengths.begin(), c.lengths.end())));
@@ -74,7 +78,16 @@ ch08::Plan check_case(const Case& c) {
       V(kv, fa::normal<float>(kv.size(), seed + 2));
   const ch08::KVCache cache =
       c.page_size == 0 ? ch08::dense_cache(K, V, c.lengths) : ch08::paged_cache(K, V, c.lengths, c.page_size, seed + 3);
-  const ch08::Options options{.causal = c.causal, .cache_type = c.type, .splits = c.splits};
+  const ch08::Options options{.causal = c.causal, .cache_type = c.type, .splits = c.splits, .tile = c.tile};
+  if (kDevice == fa::Device::gpu) {
+    try {
+      (void)ch08::check_problem(Q.shape, cache.layout(), options, kDevice);
+    } catch (const std::invalid_argument& e) {
+      if (std::string(e.what()).find("every compiled tile needs more shared memory") == std::string::npos) throw;
+      WARN("left out: " << e.what());
+      return std::nullopt;
+    }
+  }
   const ch08::Result decoded = ch08::decode_attention(Q, cache, options, kDevice);
   const ch08::Agreement agreement =
       ch08::check_against_dense(Q, K, V, c.lengths, options, decoded.plan.problem.splits, decoded, kDevice);
@@ -85,6 +98,20 @@ ch08::Plan check_case(const Case& c) {
     CHECK(s.pass);
   }
   return decoded.plan;
+}
+
+// The bytes of shared memory per block of the split kernel for a cache type and head dim, by tile.
+fa::SharedBytes bytes_of(CacheType type, int head_dim) {
+  return [type, head_dim](fa::Tile tile) { return ch08::shared_bytes(type, head_dim, tile); };
+}
+
+// The tile decode_attention runs where the rows' rule gives `by_rows` and the user names none: that
+// one on the CPU; on a GPU the one it holds (fa::fit_tile with its shared memory per block).
+fa::Tile tile_here(CacheType type, int head_dim, fa::Tile by_rows) {
+  if (kDevice == fa::Device::cpu) return by_rows;
+  return fa::fit_tile("decode_attention", by_rows, head_dim, ch08::compiled(type), bytes_of(type, head_dim),
+                      fa::gpu_shared_bytes_per_block())
+      .tile;
 }
 
 // Lengths 0, 1, 17 and one longer than two tiles of 64, in one batch: an empty sequence, a single
@@ -136,18 +163,95 @@ TEST_CASE("a bf16 or fp16 cache agrees with chapter 06 within its budget", "[ch0
 TEST_CASE("a small complete set: every cache type, both tiles, pages, splits, the causal diagonal",
           "[ch08][sanitizer]") {
   // Br 8 (8 heads on 1 K/V head, one new token) and Br 32 (4 new tokens of a group of 8, causal).
-  const ch08::Plan small = check_case({8, 1, 1, 64, false, {3, 130}, 48, 3, CacheType::float32});
-  CHECK(small.problem.tile == fa::Tile{8, 64});
-  const ch08::Plan large = check_case({16, 2, 4, 128, true, {2, 70}, 16, std::nullopt, CacheType::bf16});
-  CHECK(large.problem.tile == fa::Tile{32, 64});
+  // (On a GPU the tile it holds: with 64 KiB per block, 8x32 for the first, none for the second.)
+  const std::optional<ch08::Plan> small = check_case({8, 1, 1, 64, false, {3, 130}, 48, 3, CacheType::float32});
+  if (small) CHECK(small->problem.tile == tile_here(CacheType::float32, 64, {8, 64}));
+  const std::optional<ch08::Plan> large = check_case({16, 2, 4, 128, true, {2, 70}, 16, std::nullopt, CacheType::bf16});
+  if (large) CHECK(large->problem.tile == tile_here(CacheType::bf16, 128, {32, 64}));
   check_case({4, 4, 2, 64, true, {1, 65}, 0, 2, CacheType::fp16});
 }
 
 TEST_CASE("more rows per K/V head than a block holds: several row blocks, each reads the cache", "[ch08]") {
   // 8 heads on 1 K/V head x 5 new tokens = 40 rows: two blocks of 32.
-  const ch08::Plan plan = check_case({8, 1, 5, 64, true, {3, 100}, 16, 2, CacheType::float32});
-  CHECK(plan.problem.row_blocks() == 2);
+  const std::optional<ch08::Plan> plan = check_case({8, 1, 5, 64, true, {3, 100}, 16, 2, CacheType::float32});
+  REQUIRE(plan);
+  CHECK(plan->problem.row_blocks() == (plan->problem.tile.Br == 32 ? 2 : 5));
 }
+
+TEST_CASE("the tiles of a float32 cache on a GPU with 64 KiB per block agree with chapter 05", "[ch08][sanitizer]") {
+  // kSmallGpuShapes (8x32 at head dim 64, 8x16 at 128): one new token of a group of 8 over a paged
+  // cache whose pages cross the tiles, several splits; and 4 causal new tokens of a group of 4 (two
+  // row blocks of 8), every length kind of kLengths, automatic splits.
+  for (const fa::KernelShape& k : ch08::kSmallGpuShapes) {
+    const auto d = static_cast<std::size_t>(k.head_dim);
+    for (const fa::Tile& tile : fa_test::tiles_that_fit({k.tile}, bytes_of(CacheType::float32, k.head_dim))) {
+      const std::optional<ch08::Plan> one = check_case({8, 1, 1, d, false, {3, 130}, 48, 3, CacheType::float32, tile});
+      const std::optional<ch08::Plan> four =
+          check_case({8, 2, 4, d, true, kLengths, 16, std::nullopt, CacheType::float32, tile});
+      REQUIRE(one);
+      REQUIRE(four);
+      CHECK(one->problem.tile == tile);
+      CHECK(four->problem.row_blocks() == 2);
+    }
+  }
+}
+
+#if !FA_TEST_ON_GPU
+TEST_CASE("on a GPU the split kernel runs the rows' tile where it fits, else the fitting tile with the most work",
+          "[ch08]") {
+  const auto gpu_choice = [](CacheType type, int head_dim, fa::Tile by_rows, std::size_t limit) {
+    return fa::fit_tile("decode_attention", by_rows, head_dim, ch08::compiled(type), bytes_of(type, head_dim), limit);
+  };
+  using fa_test::kT4SharedBytes;
+  // A T4 (64 KiB per block), a float32 cache: neither tile of kTileShapes fits (8x64 needs 74372
+  // bytes at head dim 64); 8x32 runs at 64, 8x16 at 128, whatever the rows.
+  for (const fa::Tile by_rows : ch08::kTileShapes) {
+    CHECK(gpu_choice(CacheType::float32, 64, by_rows, kT4SharedBytes).tile == fa::Tile{8, 32});
+    CHECK(gpu_choice(CacheType::float32, 128, by_rows, kT4SharedBytes).tile == fa::Tile{8, 16});
+  }
+  const fa::TileChoice f64 = gpu_choice(CacheType::float32, 64, {8, 64}, kT4SharedBytes);
+  CHECK(f64.bytes == 38532);
+  INFO(f64.why);
+  CHECK(f64.why.find("8x64 needs 74372 bytes") != std::string::npos);
+  // A bf16 cache: both tiles fit at head dim 64; at 128 none does (8x64 needs 76420 bytes).
+  for (const fa::Tile by_rows : ch08::kTileShapes) {
+    CHECK(gpu_choice(CacheType::bf16, 64, by_rows, kT4SharedBytes).tile == by_rows);
+  }
+  fa_test::check_refused(
+      [&] {
+        (void)gpu_choice(CacheType::fp16, 128, {8, 64}, kT4SharedBytes);
+      },
+      {"decode_attention", "76420", "65536", "--device cpu"});
+  // An A100 and an H100 hold every tile of kTileShapes, for every cache type.
+  for (std::size_t limit : {fa_test::kA100SharedBytes, fa_test::kH100SharedBytes}) {
+    for (CacheType type : {CacheType::float32, CacheType::bf16, CacheType::fp16}) {
+      for (int head_dim : ch08::kHeadDims) {
+        for (const fa::Tile by_rows : ch08::kTileShapes) {
+          const fa::TileChoice c = gpu_choice(type, head_dim, by_rows, limit);
+          CHECK(c.tile == by_rows);
+          CHECK(c.why.empty());
+        }
+      }
+    }
+  }
+  // The small tiles are compiled for a float32 cache only.
+  const fa::Shape4 q{1, 8, 1, 64}, kv{1, 1, 40, 64};
+  const ch08::KVCache cache = ch08::dense_cache(fa::Tensor4<float>(kv, 0.5f), fa::Tensor4<float>(kv, 0.5f));
+  fa_test::check_refused(
+      [&] {
+        (void)ch08::check_problem(q, cache.layout(), {.cache_type = CacheType::bf16, .tile = fa::Tile{8, 32}});
+      },
+      {"8x32", "8x64, 32x64"});
+  CHECK(ch08::check_problem(q, cache.layout(), {.tile = fa::Tile{8, 32}}).problem.tile == fa::Tile{8, 32});
+}
+
+TEST_CASE("docs/workshop.md's T4 row of chapter 08 quotes the bytes the split kernel asks for", "[ch08]") {
+  fa_test::check_t4_row("08", {{{8, 64}, ch08::shared_bytes(CacheType::float32, 64, {8, 64})},
+                               {{8, 32}, ch08::shared_bytes(CacheType::float32, 64, {8, 32})},
+                               {{8, 16}, ch08::shared_bytes(CacheType::float32, 128, {8, 16})},
+                               {{8, 64}, ch08::shared_bytes(CacheType::bf16, 128, {8, 64})}});
+}
+#endif
 
 TEST_CASE("rows that see no key give zeros in O and -inf in L, never NaN", "[ch08][sanitizer]") {
   // Sequence 0 is empty; sequence 1 holds 2 keys for 4 causal new tokens, so its tokens 0 and 1 see

@@ -4,7 +4,8 @@
 // tile, chunks that end inside pages and tiles), a paged cache whose pages divide the tile (16) and
 // one whose pages do not (48), and the dense cache; one split (the split kernel writes O itself)
 // and several (partials, then the combine); one new token and four causal ones, so that both tiles
-// run (8 and 32 packed rows); both head dims and the three cache types taking turns. And the
+// run (8 and 32 packed rows); both head dims and the three cache types taking turns; the float32
+// tiles of a T4 (kSmallGpuShapes) on one paged case. And the
 // combine alone: writing over its first partial, and folding a partial into a running result
 // (chapter 09's use). Built where the build has profiled copies (tests/CMakeLists.txt): not under
 // the asan and tsan presets.
@@ -48,6 +49,17 @@ TEST_CASE("the split kernel and the combine have no race and read no unwritten m
           launches += out.plan.problem.splits == 1 ? 1 : 2;  // the split kernel (and the combine)
         }
       }
+    }
+    // The tiles of a float32 cache on a GPU with 64 KiB per block (kSmallGpuShapes): 4 causal new
+    // tokens of a group of 2 (one block of 8 rows) over a paged cache, three splits.
+    for (const fa::KernelShape& k : ch08::kSmallGpuShapes) {
+      const auto d = static_cast<std::size_t>(k.head_dim);
+      const fa::Shape4 q{lengths.size(), 4, 4, d}, kv{lengths.size(), 2, 150, d};
+      const fa::Tensor4<float> Q(q, fa::normal<float>(q.size(), 8850)), K(kv, fa::normal<float>(kv.size(), 8851)),
+          V(kv, fa::normal<float>(kv.size(), 8852));
+      const ch08::Result out = ch08::decode_attention(Q, ch08::paged_cache(K, V, lengths, 16, 8853),
+                                                      {.causal = true, .splits = 3, .tile = k.tile}, fa::Device::cpu);
+      launches += out.plan.problem.splits == 1 ? 1 : 2;
     }
     // The combine alone: writing over its first partial (O and L the first partial's own memory, as
     // a caller that keeps its running result as partial 0 does), with a row whose partials all saw

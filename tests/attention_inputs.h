@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "catch.h"
+#include "common/chapter.h"
 #include "common/device.h"
 #include "common/random.h"
 #include "common/tensor.h"
@@ -27,6 +28,31 @@ inline constexpr fa::Device kDevice = fa::Device::gpu;
 #else
 inline constexpr fa::Device kDevice = fa::Device::cpu;
 #endif
+
+// cudaDevAttrMaxSharedMemoryPerBlockOptin of three GPUs, bytes (CUDA C++ Programming Guide,
+// technical specifications per compute capability): a T4 (7.5: 64 KiB), an A100 (8.0: 163 KiB) and
+// an H100 (9.0: 227 KiB); what the tests of a chapter's choice of tile (fa::fit_tile) give it.
+inline constexpr std::size_t kT4SharedBytes = 65536, kA100SharedBytes = 166912, kH100SharedBytes = 232448;
+
+// The tiles of `tiles` that the device of these tests can hold: every one on the CPU (no limit of
+// shared memory there: common/simt/launch.h); on a GPU those whose shared memory per block
+// (`bytes`, the chapter's formula) fits what it gives a block (fa::gpu_shared_bytes_per_block:
+// 64 KiB on a T4). Each one left out is named in a warning with its bytes and the GPU's limit, so a
+// T4 runs the tiles it holds and says which it cannot, instead of failing at their launch.
+inline std::vector<fa::Tile> tiles_that_fit(const std::vector<fa::Tile>& tiles, const fa::SharedBytes& bytes) {
+  if (kDevice == fa::Device::cpu) return tiles;
+  const std::size_t limit = fa::gpu_shared_bytes_per_block();
+  std::vector<fa::Tile> fit;
+  for (const fa::Tile& tile : tiles) {
+    if (bytes(tile) <= limit) {
+      fit.push_back(tile);
+    } else {
+      WARN("tile " << fa::tile_name(tile) << " left out: it needs " << bytes(tile)
+                   << " bytes of shared memory per block, and this GPU gives a block " << limit);
+    }
+  }
+  return fit;
+}
 
 enum class Scores {
   normal,    // Q, K, V ~ normal(0, 1): scores of order 1 with the default scale

@@ -52,11 +52,11 @@ namespace ch05::SIMT_BACKEND {
 
 inline constexpr int kThreadsPerRow = 4;
 
-// Floats of dynamic shared memory the kernel needs for one block.
-constexpr std::size_t shared_floats(int head_dim, int Br, int Bc) {
-  return static_cast<std::size_t>(Br) * (head_dim + 1) + 2u * Bc * (head_dim + 1) +
-         static_cast<std::size_t>(Br) * (Bc + 1);
-}
+// Dynamic shared memory of one block: shared_floats(HEAD_DIM, Br, Bc) floats (flash_attention_2.h,
+// where the host reads it too, to pick a tile the GPU can hold before any launch): Q_i, K_j, V_j
+// and P as carved at the top of the kernel below, each row padded by one. A change to that carving
+// changes shared_floats with it (else the kernel writes past its shared memory, or a GPU that could
+// hold the tile is told it cannot).
 
 // Grid: (ceil(seq_len_q / Br), batch * heads); block: Br * kThreadsPerRow threads;
 // dynamic shared memory: shared_floats(HEAD_DIM, Br, Bc) * 4 bytes.

@@ -102,7 +102,7 @@ int main(int argc, char** argv) {
   fa::AttentionFlags flags;
   flags.add_to(app);
   fa::Output& out = program.add_output("--out", "O");
-  fa::Tile tile{64, 64};
+  fa::Tile tile = ch05::kDefaultTile;  // without --tile: ch05::choose_tile's (on a GPU, one it can hold)
   fa::cli::add_tile(app, tile, ch05::kCompiled);
   bool traffic = false;
   std::uint64_t traffic_seq = 4096, traffic_br = 128, traffic_bytes = 2;
@@ -145,12 +145,16 @@ read or written once.)"});
     }
 
     // Everything this run needs, checked before anything is allocated.
-    const ch05::Options options{flags.scale, flags.causal, tile};
+    ch05::Options options{flags.scale, flags.causal, std::nullopt};
+    if (app.count("--tile") > 0) options.tile = tile;
     const ch04::Options naive_options{flags.scale, flags.causal};
     const fa::Device device = flags.chosen_device();
     fa::Plan plan;
     const fa::AttentionShape shape = flags.plan(plan);
     (void)ch05::check_problem(shape, options);
+    const fa::TileChoice chosen = ch05::choose_tile(static_cast<int>(shape.head_dim), options, device);
+    tile = chosen.tile;
+    options.tile = tile;
     plan.memory.add("this chapter's kernel (Q, K, V, O, L and the copies back)", ch05::memory_needed(shape));
     plan.memory.add("chapter 03's reference on a sample of rows (float64)",
                     fa::saturating_mul(2 * 8 * kReferenceRows, fa::saturating_add(shape.head_dim, 1)));
@@ -159,8 +163,8 @@ read or written once.)"});
     program.check(plan);
 
     program.start(
-        fa::Banner{fmt::format("FlashAttention-2: Br = {} query rows per block, K and V streamed in tiles of Bc = {}",
-                               tile.Br, tile.Bc),
+        fa::Banner{fmt::format("FlashAttention-2: Br = {} query rows per block, K and V streamed in tiles of Bc = {}{}",
+                               tile.Br, tile.Bc, fa::tile_note("tile", chosen)),
                    R"(One kernel: each thread block holds Br query rows with their running max m, sum l and un-scaled
 output, and streams K and V through shared memory in tiles of Bc keys, folding each tile in with
 chapter 03's recurrence. S and P exist only a tile at a time, on chip. O is compared with chapter

@@ -87,7 +87,7 @@ struct SharedTiles {
   static constexpr int kStride = HEAD_DIM + 1;  // a padded row of K_j, V_j, Q_i, dO_i
   static constexpr int kPStride = Bc + 1;       // a padded row of P and dS
   static constexpr std::size_t floats() {
-    return 2u * Bc * kStride + 2u * Br * kStride + (WITH_P ? 2u : 1u) * Br * kPStride + 2u * Br;
+    return shared_floats(HEAD_DIM, {Br, Bc}, WITH_P);  // (backward.h: the host reads it too)
   }
   float *Kj, *Vj, *Qi, *dOi, *dSs, *Ps, *Li, *Di;
   __device__ explicit SharedTiles(float* shared)

@@ -109,9 +109,16 @@ from the forward's L, checked against a float64 gradient.)");
     plan.memory.add("the backward kernels (inputs, dQ, dK, dV, D and the copies back)", ch07::memory_needed(shape));
     plan.memory.add("the float64 gradient and its forward, and the float32 evaluation", ch07::reference_memory(shape));
     program.check(plan);
+    // The tiles of this device (on a GPU, ones its shared memory per block holds), named in the
+    // banner when they are not the defaults.
+    const int head_dim = static_cast<int>(shape.head_dim);
+    const fa::TileChoice backward_tile = ch07::choose_tile(head_dim, {flags.scale, flags.causal, method}, device);
+    const std::string tiles =
+        fa::tile_note("backward tile", backward_tile) +
+        fa::tile_note("chapter 05's tile", ch05::choose_tile(head_dim, {flags.scale, flags.causal}, device));
 
     program.start(
-        fa::Banner{"the backward pass: dQ, dK, dV from the saved logsumexp L",
+        fa::Banner{"the backward pass: dQ, dK, dV from the saved logsumexp L" + tiles,
                    R"(Chapter 05's forward kernel gives O and L = m + log(l). The backward pass recomputes each tile of
 P = exp(S - L) from Q, K and L alone, and turns dO into dV = P^T dO, dS = P * (dP - D) with
 D = rowsum(dO * O), dK = dS^T Q * scale and dQ = dS K * scale. A thread block owns Bc keys and
@@ -160,7 +167,7 @@ float64 gradient built on chapter 03, within a bound set by a plain float32 eval
                             fa::report_nonfinite("dV", g.dV, in.Q, in.K, scale, inputs);
 
     if (in.Q.shape.seq_len == seq_len_k) {
-      const fa::Tile tile = ch07::tile_for_head_dim(static_cast<int>(in.Q.shape.head_dim));
+      const fa::Tile tile = backward_tile.tile;
       print_traffic({static_cast<std::int64_t>(seq_len_k), static_cast<std::int64_t>(in.Q.shape.head_dim), tile.Br,
                      tile.Bc, 4, 4});
     }

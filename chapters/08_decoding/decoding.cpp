@@ -128,7 +128,7 @@ void check_cache(const KVCache& cache) {
   }
 }
 
-Plan check_problem(const fa::Shape4& q, const CacheLayout& cache, const Options& options) {
+Plan check_problem(const fa::Shape4& q, const CacheLayout& cache, const Options& options, fa::Device device) {
   const fa::Shape4& k = cache.pool;
   if (q.size() == 0) {
     throw std::invalid_argument(fmt::format("{}: Q {} is empty; every size must be at least 1", kWho, q.str()));
@@ -180,10 +180,17 @@ Plan check_problem(const fa::Shape4& q, const CacheLayout& cache, const Options&
   // The tile: the smaller one when it holds every packed row of a K/V head (the group's heads x the
   // new tokens), else the larger, with as many row blocks as it takes.
   const std::uint64_t rows = static_cast<std::uint64_t>(q.heads / k.heads) * q.seq_len;
-  const fa::Tile tile =
-      options.tile.value_or(rows <= static_cast<std::uint64_t>(kTileShapes[0].Br) ? kTileShapes[0] : kTileShapes[1]);
+  // On a GPU, where the user names no tile, one that its shared memory per block holds.
+  const fa::Tile by_rows = rows <= static_cast<std::uint64_t>(kTileShapes[0].Br) ? kTileShapes[0] : kTileShapes[1];
+  const std::span<const fa::KernelShape> shapes = compiled(options.cache_type);
   const fa::AttentionShape shape{q.batch, q.heads, q.seq_len, static_cast<std::size_t>(capacity), q.head_dim};
-  DecodeProblem problem{fa::device_problem(kWho, shape, options.scale, options.causal, tile, kCompiled)};
+  DecodeProblem problem{
+      fa::device_problem(kWho, shape, options.scale, options.causal, options.tile.value_or(by_rows), shapes)};
+  const auto bytes = [&](fa::Tile t) { return shared_bytes(options.cache_type, problem.head_dim, t); };
+  const fa::TileChoice choice =
+      fa::tile_for_device(kWho, device, options.tile, by_rows, problem.head_dim, shapes, bytes);
+  const fa::Tile tile = choice.tile;
+  problem.tile = tile;
   if (ceil_div(rows, static_cast<std::uint64_t>(tile.Br)) > kMaxGridYZ) {
     throw std::invalid_argument(fmt::format(
         "{}: {} query rows per K/V head (heads / kv_heads x seq_len_q) need {} blocks of {} rows, more than the {} "
@@ -203,7 +210,7 @@ Plan check_problem(const fa::Shape4& q, const CacheLayout& cache, const Options&
   SplitChoice split = options.splits ? SplitChoice{*options.splits, false, blocks, options.sms, key_tiles}
                                      : choose_splits(blocks, options.sms, key_tiles);
   problem.splits = split.splits;
-  return {problem, split};
+  return {problem, split, choice};
 }
 
 std::uint64_t memory_needed(const DecodeProblem& p) {
@@ -224,7 +231,7 @@ std::uint64_t memory_needed(const DecodeProblem& p) {
 }
 
 Result decode_attention(const fa::Tensor4<float>& Q, const KVCache& cache, const Options& options, fa::Device device) {
-  const Plan plan = check_problem(Q.shape, cache.layout(), options);
+  const Plan plan = check_problem(Q.shape, cache.layout(), options, device);
   check_cache(cache);
   if (options.cache_type != CacheType::float32) {
     const ch06::ElementType element =

@@ -96,7 +96,7 @@
 
 namespace ch08::SIMT_BACKEND {
 
-inline constexpr int kThreads = 128;                        // threads of a split block, and of a combine block
+inline constexpr int kThreads = kSplitThreads;              // threads of a split block, and of a combine block
 inline constexpr int kCombineRowsPerBlock = kThreads / 32;  // one warp per output row
 inline constexpr unsigned kFullMask = 0xffffffffu;
 
@@ -520,6 +520,7 @@ void launch_split(const void* Q, const void* K, const void* V, const int* block_
   const bool one_split = problem.splits == 1;
   constexpr auto kernel = split_kv_kernel<Element, k.head_dim, k.tile.Br, k.tile.Bc>;
   constexpr std::size_t bytes = SplitShape<Element, k.head_dim, k.tile.Br, k.tile.Bc>::kTotal;
+  static_assert(bytes + sizeof(int) == split_shared_bytes(sizeof(Element), k.head_dim, k.tile), "decoding.h's count");
   simt::set_max_dynamic_shared_bytes<kernel>(bytes);
   const dim3 grid(static_cast<unsigned>(problem.splits), static_cast<unsigned>(problem.batch * problem.kv_heads),
                   static_cast<unsigned>(problem.row_blocks()));
@@ -528,23 +529,38 @@ void launch_split(const void* Q, const void* K, const void* V, const int* block_
                        block_table, cache_seqlens, one_split ? O : O_parts, one_split ? L : L_parts, problem);
 }
 
-// Every compiled instance of the split kernel for one cache type, in kCompiled's order.
+// The compiled shapes of one cache type (compiled(), decoding.h), as an array.
+template <CacheType T>
+constexpr const auto& shapes_of() {
+  if constexpr (T == CacheType::float32) {
+    return kCompiledFloat32;
+  } else {
+    return kCompiled;
+  }
+}
+
+// Every compiled instance of the split kernel for one cache type, in shapes_of<T>()'s order.
 template <CacheType T, std::size_t... n>
 constexpr auto split_instances(std::index_sequence<n...>) {
-  return std::array{&launch_split<ElementOf<T>, kCompiled[n]>...};
+  return std::array{&launch_split<ElementOf<T>, shapes_of<T>()[n]>...};
 }
 template <CacheType T>
-inline constexpr auto kSplitInstances = split_instances<T>(std::make_index_sequence<kCompiled.size()>{});
+inline constexpr auto kSplitInstances = split_instances<T>(std::make_index_sequence<shapes_of<T>().size()>{});
+
+// The instance of cache type T for the problem's head_dim and tile (fa::compiled_index).
+template <CacheType T>
+auto split_instance(const DecodeProblem& problem) {
+  return kSplitInstances<T>[fa::compiled_index(problem, shapes_of<T>())];
+}
 
 // The split kernel's launch for the problem's cache type, head_dim and tile (fa::compiled_index),
 // then the combine's when there is more than one split. Throws what simt::launch throws.
 void launch_decoding(const void* Q, const void* K, const void* V, const int* block_table, const int* cache_seqlens,
                      float* O_parts, float* L_parts, float* O, float* L, const DecodeProblem& problem,
                      simt::LaunchMode mode) {
-  const std::size_t n = fa::compiled_index(problem, kCompiled);
-  const auto launch_split_kv = problem.cache_type == CacheType::bf16   ? kSplitInstances<CacheType::bf16>[n]
-                               : problem.cache_type == CacheType::fp16 ? kSplitInstances<CacheType::fp16>[n]
-                                                                       : kSplitInstances<CacheType::float32>[n];
+  const auto launch_split_kv = problem.cache_type == CacheType::bf16   ? split_instance<CacheType::bf16>(problem)
+                               : problem.cache_type == CacheType::fp16 ? split_instance<CacheType::fp16>(problem)
+                                                                       : split_instance<CacheType::float32>(problem);
   launch_split_kv(Q, K, V, block_table, cache_seqlens, O_parts, L_parts, O, L, problem, mode);
   if (problem.splits > 1) {
     launch_combine(O_parts, L_parts, problem.splits, static_cast<int>(problem.output_rows()), problem.head_dim, O, L,

@@ -34,6 +34,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -57,12 +58,40 @@ constexpr std::size_t element_bytes(CacheType t) { return t == CacheType::float3
 // "float32", "bf16" or "fp16" -> the type. Throws std::invalid_argument naming the accepted names.
 CacheType parse_cache_type(std::string_view name);
 
-// What is compiled into the split kernel (template parameters), for each cache type: every head dim
-// in every tile. Br is the number of packed query rows of a block (the rows of one K/V head: its
-// group's heads times seq_len_q), Bc the keys per tile. Anything else is refused before a launch.
+// What is compiled into the split kernel (template parameters): for each cache type every head dim
+// in every tile (kCompiled), and for a float32 cache the tiles of kSmallGpuShapes too
+// (kCompiledFloat32). Br is the number of packed query rows of a block (the rows of one K/V head:
+// its group's heads times seq_len_q), Bc the keys per tile. Anything else is refused before a
+// launch. kSmallGpuShapes are the tiles of a float32 cache that a GPU with 64 KiB of shared memory
+// per block (a T4) holds (shared_bytes: 38532 bytes for 8x32 at head dim 64, 39044 for 8x16 at 128;
+// the smallest of kTileShapes needs 74372 and 141956).
 inline constexpr std::array<int, 2> kHeadDims{64, 128};
 inline constexpr std::array<fa::Tile, 2> kTileShapes{{{8, 64}, {32, 64}}};
 inline constexpr auto kCompiled = fa::every(kHeadDims, kTileShapes);
+inline constexpr std::array<fa::KernelShape, 2> kSmallGpuShapes{{{64, {8, 32}}, {128, {8, 16}}}};
+inline constexpr auto kCompiledFloat32 = fa::join(kCompiled, kSmallGpuShapes);
+inline constexpr int kSplitThreads = 128;  // threads of a split block (decoding.cuh's kThreads)
+
+// The split kernel's instances for a cache type. Never throws.
+constexpr std::span<const fa::KernelShape> compiled(CacheType t) {
+  return t == CacheType::float32 ? std::span<const fa::KernelShape>(kCompiledFloat32)
+                                 : std::span<const fa::KernelShape>(kCompiled);
+}
+
+// Bytes of shared memory one block of the split kernel needs (decoding.cuh, SplitShape, and the
+// static int of the sequence's length): Q [Br][head_dim] and S/P [Br][Bc + 128 / Br] as float32,
+// 4 floats per row (rescale, m, l, a spare), and two stages of K and of V [Bc][head_dim + 16 /
+// element bytes] as elements. E.g. 74372 for 8x64 at head dim 64 with a float32 cache, 38532 for
+// 8x32 (split_shared_bytes: the same for an element of `element` bytes). Never throws.
+constexpr std::size_t split_shared_bytes(std::size_t element, int head_dim, fa::Tile tile) {
+  const auto d = static_cast<std::size_t>(head_dim);
+  const auto Br = static_cast<std::size_t>(tile.Br), Bc = static_cast<std::size_t>(tile.Bc);
+  const std::size_t pitch = d + 16 / element, p_pitch = Bc + kSplitThreads / Br;
+  return sizeof(float) * (Br * d + Br * p_pitch + 4 * Br) + 4 * element * Bc * pitch + sizeof(int);
+}
+constexpr std::size_t shared_bytes(CacheType t, int head_dim, fa::Tile tile) {
+  return split_shared_bytes(element_bytes(t), head_dim, tile);
+}
 inline constexpr int kMaxSplits = 128;   // FlashAttention-2's own limit
 inline constexpr int kDefaultSms = 132;  // an H200 (and an H100 SXM)
 
@@ -146,7 +175,7 @@ struct Options {
   CacheType cache_type = CacheType::float32;  // the type of Q, K and V inside the kernels
   std::optional<int> splits;                  // 1 .. kMaxSplits; automatic when not given
   int sms = kDefaultSms;                      // the SMs the automatic split count fills
-  std::optional<fa::Tile> tile;               // one of kTileShapes; automatic when not given
+  std::optional<fa::Tile> tile;               // one of compiled(cache_type); automatic when not given
 };
 
 // One decoding problem as the kernels see it. The fa::DeviceProblem part: batch_heads = batch *
@@ -173,14 +202,20 @@ struct DecodeProblem : fa::DeviceProblem {
 // data, from the shapes alone. Q: [batch, heads, seq_len_q, head_dim]; the cache as CacheLayout
 // says. Checks: Q and the pool not empty, head_dim equal in both; heads a multiple of kv_heads; one
 // length per sequence, each 0 .. capacity; splits 1 .. kMaxSplits, sms >= 1; the tile and head_dim
-// among kCompiled; fa::device_problem's limits (scale, grid, int indexing). The tile, when not
-// given, is the smaller one when it holds every row of a K/V head (Br 8), else Br 32.
-// Throws std::invalid_argument saying what is wrong and what is accepted (decoding.cpp).
+// among compiled(cache_type); fa::device_problem's limits (scale, grid, int indexing). The tile,
+// when not given, is by default the smaller one when it holds every row of a K/V head (Br 8), else
+// Br 32; on a GPU that default where its shared memory per block holds it, else the tile of the
+// head dim that fits with the most work per block (fa::tile_for_device, shared_bytes: with a
+// float32 cache on a T4, 8x32 at head dim 64 and 8x16 at 128).
+// Throws std::invalid_argument saying what is wrong and what is accepted (decoding.cpp), and as
+// fa::tile_for_device (std::invalid_argument: no tile fits; std::runtime_error: no GPU).
 struct Plan {
   DecodeProblem problem;
   SplitChoice split;
+  fa::TileChoice tile;  // the tile and why, when it is not the default
 };
-Plan check_problem(const fa::Shape4& q, const CacheLayout& cache, const Options& options);
+Plan check_problem(const fa::Shape4& q, const CacheLayout& cache, const Options& options,
+                   fa::Device device = fa::Device::cpu);
 
 // The checks of the cache's contents that check_problem cannot make from shapes: the K and V
 // pools of one shape, the block table [batch, pages_per_seq] and its entries for the pages in use

@@ -218,8 +218,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   std::string tile_text;
   app.add_option("--tile", tile_text,
-                 "Br x Bc: query rows per block x keys per tile, " + fa::tile_list(ch08::kCompiled))
-      ->default_str("the smallest Br that holds a K/V head's rows");
+                 "Br x Bc: query rows per block x keys per tile, " + fa::tile_list(ch08::kCompiledFloat32))
+      ->default_str("the smallest Br that holds a K/V head's rows (on a GPU, one its shared memory holds)");
   std::uint64_t steps = 0;
   auto* steps_option = fa::cli::add_integer(
       app, "--steps", steps,
@@ -234,7 +234,7 @@ int main(int argc, char** argv) {
     // Everything this run needs, checked before anything is allocated or printed.
     const ch08::CacheType type = ch08::parse_cache_type(dtype_text);
     const std::optional<fa::Tile> tile =
-        tile_text.empty() ? std::nullopt : std::optional<fa::Tile>(fa::parse_tile(tile_text, ch08::kCompiled));
+        tile_text.empty() ? std::nullopt : std::optional<fa::Tile>(fa::parse_tile(tile_text, ch08::kCompiledFloat32));
     const fa::Device device = flags.chosen_device();
     fa::Plan checks;
     // What fa::AttentionFlags::plan checks beside the shapes (which here it cannot plan: K and V have
@@ -260,14 +260,15 @@ int main(int argc, char** argv) {
                                 tile};
     // The queries of one launch: all of Q, or one token per sequence in the decode loop.
     const fa::Shape4 q_step = steps > 0 ? fa::Shape4{shapes.q.batch, shapes.q.heads, 1, shapes.q.head_dim} : shapes.q;
-    const ch08::Plan plan = ch08::check_problem(q_step, ch08::cache_layout(shapes.kv, page_size, lengths), options);
+    const ch08::Plan plan =
+        ch08::check_problem(q_step, ch08::cache_layout(shapes.kv, page_size, lengths), options, device);
     // The references must take the dense problems too (chapter 06: head_dim 64 and 128, as here). One
     // sequence's dense problem at a time (the decode loop: all of them at once), K and V repeated per head.
     const fa::AttentionShape dense{steps > 0 ? shapes.q.batch : 1, shapes.q.heads, shapes.q.seq_len, shapes.kv.seq_len,
                                    shapes.q.head_dim};
     const bool against_05 = type == ch08::CacheType::float32 || steps > 0;
     if (against_05) {
-      (void)ch05::check_problem(dense, {flags.scale, flags.causal || steps > 0, {64, 64}});
+      (void)ch05::check_problem(dense, {flags.scale, flags.causal || steps > 0});
     } else {
       (void)ch06::check_problem(dense, {.scale = flags.scale, .causal = flags.causal});
     }
@@ -294,8 +295,9 @@ int main(int argc, char** argv) {
 
     const std::size_t group = shapes.q.heads / shapes.kv.heads;
     program.start(fa::Banner{
-        fmt::format("decoding: split-KV, {} query heads per K/V head, a {} cache", group,
-                    page_size == 0 ? std::string("dense") : fmt::format("paged ({} rows a page)", page_size)),
+        fmt::format("decoding: split-KV, {} query heads per K/V head, a {} cache{}", group,
+                    page_size == 0 ? std::string("dense") : fmt::format("paged ({} rows a page)", page_size),
+                    fa::tile_note("tile", plan.tile)),
         fmt::format(
             R"(A few new tokens per sequence attend to a KV cache that is already there. The keys of each sequence
 are split into chunks, one thread block each; each block writes the partial (O_i, L_i) of its chunk,
@@ -325,9 +327,9 @@ paged cache. O is compared with chapter {} on each sequence's dense equivalent.)
           "the decode loop: the cache starts with {} tokens per sequence; {} steps each append one token's K "
           "and V and decode its query\n",
           shapes.kv.seq_len - steps, steps);
-      fmt::print(
-          "splits: first step {}\n       last step  {}\n", ch08::explain(plan.split),
-          ch08::explain(ch08::check_problem(q_step, ch08::cache_layout(shapes.kv, page_size, {}), options).split));
+      fmt::print("splits: first step {}\n       last step  {}\n", ch08::explain(plan.split),
+                 ch08::explain(
+                     ch08::check_problem(q_step, ch08::cache_layout(shapes.kv, page_size, {}), options, device).split));
       ch08::LoopResult loop = ch08::decode_loop(in.Q, in.K, in.V, steps, page_size, flags.seed, options, device);
       fa::end_profile();
       int most = 1;

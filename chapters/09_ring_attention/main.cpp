@@ -847,8 +847,19 @@ the model in cluster_model.h: the transfer hides behind the compute once each GP
       }
     }
 
-    const std::string title = fmt::format("ring attention{}, {} rank{}, {} layout{}", backward ? " backward" : "", P,
-                                          P == 1 ? "" : "s", ch09::to_string(layout), flags.causal ? ", causal" : "");
+    // A float32 ring runs chapters 05 and 07: on a GPU, tiles its shared memory per block holds.
+    std::string tiles;
+    if (options.element == ch08::CacheType::float32) {
+      const int head_dim = static_cast<int>(full.head_dim);
+      tiles = fa::tile_note("chapter 05's tile", ch05::choose_tile(head_dim, {options.scale, options.causal}, device));
+      if (backward) {
+        tiles +=
+            fa::tile_note("chapter 07's tile", ch07::choose_tile(head_dim, {options.scale, options.causal}, device));
+      }
+    }
+    const std::string title =
+        fmt::format("ring attention{}, {} rank{}, {} layout{}{}", backward ? " backward" : "", P, P == 1 ? "" : "s",
+                    ch09::to_string(layout), flags.causal ? ", causal" : "", tiles);
     program.start(
         backward
             ? fa::Banner{title,
