@@ -62,7 +62,8 @@ void check_case(const Case& c, std::span<const fa::Tile> tiles) {
   const auto K = ch06::round_to(raw.K, c.element, "K");
   const auto V = ch06::round_to(raw.V, c.element, "V");
   INFO(describe(c, seed));
-  const auto ref = ch05::flash_attention_2(Q, K, V, {.scale = c.scale, .causal = c.causal, .tile = {64, 64}}, kDevice);
+  const auto ref =
+      ch05::flash_attention_2(Q, K, V, {.scale = c.scale, .causal = c.causal, .tile = fa::Tile{64, 64}}, kDevice);
   const ch06::ErrorBudget budget = ch06::error_budget(Q, K, V, c.scale, c.causal, c.element);
   const std::vector<double> L_bound = ch06::L_bounds(Q, K, c.scale, ref.L);
 
@@ -191,7 +192,7 @@ TEST_CASE("weights below 2^-126 are dropped by the exponential and change nothin
   for (std::size_t j = 1; j < seq_len; ++j) K.values[j * head_dim] = -100.0f;  // k_0 = 0, k_j = -100 e_0
   const auto V = ch06::round_to(raw.V, element, "V");
   const auto out = ch06::tensor_core_attention(Q, K, V, {.scale = 1.0, .element = element}, kDevice);
-  const auto ref = ch05::flash_attention_2(Q, K, V, {.scale = 1.0, .causal = false, .tile = {64, 64}}, kDevice);
+  const auto ref = ch05::flash_attention_2(Q, K, V, {.scale = 1.0, .causal = false, .tile = fa::Tile{64, 64}}, kDevice);
   for (std::size_t i = 0; i < seq_len; ++i) {
     INFO(ch06::to_string(element) << ", row " << i);
     REQUIRE(out.L[i] == 0.0f);
@@ -219,7 +220,8 @@ TEST_CASE("P is rounded to nearest: over many rows the signed error of O average
   const auto Q = ch06::round_to(raw.Q, element, "Q");
   const auto K = ch06::round_to(raw.K, element, "K");
   const auto V = ch06::round_to(V_positive, element, "V");
-  const auto ref = ch05::flash_attention_2(Q, K, V, {.scale = 0.125, .causal = false, .tile = {64, 64}}, kDevice);
+  const auto ref =
+      ch05::flash_attention_2(Q, K, V, {.scale = 0.125, .causal = false, .tile = fa::Tile{64, 64}}, kDevice);
   const auto out = ch06::tensor_core_attention(Q, K, V, {.scale = 0.125, .element = element}, kDevice);
   double signed_error = 0.0, total = 0.0;
   for (std::size_t n = 0; n < ref.O.values.size(); ++n) {

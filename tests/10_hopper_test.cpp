@@ -63,7 +63,8 @@ void check_case(const Case& c) {
   const auto h = ch10::hopper_attention(Q, K, V, {.scale = c.scale, .causal = c.causal, .element = c.element}, kDevice);
   const auto tc =
       ch06::tensor_core_attention(Q, K, V, {.scale = c.scale, .causal = c.causal, .element = c.element}, kDevice);
-  const auto f32 = ch05::flash_attention_2(Q, K, V, {.scale = c.scale, .causal = c.causal, .tile = {64, 64}}, kDevice);
+  const auto f32 =
+      ch05::flash_attention_2(Q, K, V, {.scale = c.scale, .causal = c.causal, .tile = fa::Tile{64, 64}}, kDevice);
   const ch06::ErrorBudget budget = ch06::error_budget(Q, K, V, c.scale, c.causal, c.element);
 
   const auto err_06 = fa::compare(h.O.values, tc.O.values);

@@ -62,7 +62,7 @@ float32 accumulation), checked against chapter 05.)");
     fa::Plan plan;
     const fa::AttentionShape shape = flags.plan(plan);
     (void)ch06::check_problem(shape, {flags.scale, flags.causal, tile, element});
-    (void)ch05::check_problem(shape, {flags.scale, flags.causal, {64, 64}});
+    (void)ch05::check_problem(shape, {flags.scale, flags.causal, fa::Tile{64, 64}});
     plan.memory.add("the rounded inputs and chapter 05's kernel (Q, K, V, O, L)", 2 * ch05::memory_needed(shape));
     plan.memory.add("the error budget's two float64 evaluations of O", ch06::budget_memory(shape));
     program.check(plan);
@@ -93,7 +93,7 @@ the same inputs, within the error that {0} itself brings (FlashAttention's rule)
     const bool long_run = device == fa::Device::cpu && fa::announce_long_run(flops, kFlopsPerSecond);
     simt::ShowProgress progress("the tensor-core kernel and chapter 05's", long_run);
     ch06::Result tc = ch06::tensor_core_attention(Q, K, V, {flags.scale, flags.causal, tile, element}, device);
-    const ch05::Result f32 = ch05::flash_attention_2(Q, K, V, {flags.scale, flags.causal, {64, 64}}, device);
+    const ch05::Result f32 = ch05::flash_attention_2(Q, K, V, {flags.scale, flags.causal, fa::Tile{64, 64}}, device);
     progress.stop();
     fmt::print(
         "time: {:.3f} ms on tensor cores ({}), {:.3f} ms for chapter 05's float32 kernel ({}; wall clock of "
