@@ -85,6 +85,7 @@ void check_against_model(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& 
 }  // namespace
 
 TEST_CASE("the rotation kernel gives the lab's hadamard_rows bit for bit", "[ch10][fp8]") {
+  if (const std::string why = fa_test::device_refusal(ch10::check_device); !why.empty()) FA_SKIP(why);
   // Both are the same float32 operations in the same order (signs, log2(d) passes of butterflies,
   // one multiply by 1/sqrt(d), correctly rounded on both), so nothing may differ.
   const int d = GENERATE(64, 128);
@@ -101,6 +102,7 @@ TEST_CASE("the rotation kernel gives the lab's hadamard_rows bit for bit", "[ch1
 }
 
 TEST_CASE("the quantisation kernels give the lab's scales and codes bit for bit", "[ch10][fp8]") {
+  if (const std::string why = fa_test::device_refusal(ch10::check_device); !why.empty()) FA_SKIP(why);
   // Each scale is amax / 448 in float32 and each code cvt.rn.satfinite of x / scale on both sides:
   // the kernels must reproduce quantise_e4m3 exactly, per block of 64 rows (the tail shorter) and
   // per head, after the same rotation.
@@ -134,6 +136,7 @@ TEST_CASE("the quantisation kernels give the lab's scales and codes bit for bit"
 }
 
 TEST_CASE("the FP8 kernel agrees with the lab's model, every odd shape, head dim, recipe", "[ch10][fp8]") {
+  if (const std::string why = fa_test::device_refusal(ch10::check_device); !why.empty()) FA_SKIP(why);
   // The decode shape, a single key, a tile and a bit (65: the second key tile one key, the second
   // consumer one row), seq_len_q != seq_len_k both ways (causal 203 x 113: the first 90 rows see no
   // key), and three key tiles (the ring wraps). The recipe (tensor or block, Hadamard or not)
@@ -160,6 +163,7 @@ TEST_CASE("the FP8 kernel agrees with the lab's model, every odd shape, head dim
 }
 
 TEST_CASE("the FP8 kernel keeps acc in the current tile's V units, across scales 10^6 apart", "[ch10][fp8]") {
+  if (const std::string why = fa_test::device_refusal(ch10::check_device); !why.empty()) FA_SKIP(why);
   // V's three key tiles scaled by 1, 1000 and 1/1000: per block their scales differ by ~10^6, so
   // the kernel's acc *= rescale v_scale(j-1) / v_scale(j) before each tile and the final
   // v_scale(last) / (l p_scale) must be right to agree with the model (which multiplies the
@@ -175,6 +179,7 @@ TEST_CASE("the FP8 kernel keeps acc in the current tile's V units, across scales
 }
 
 TEST_CASE("FP8: blocks whose rows see no key load no tile, and write zeros and -inf", "[ch10][fp8]") {
+  if (const std::string why = fa_test::device_refusal(ch10::check_device); !why.empty()) FA_SKIP(why);
   // 300 x 30 causal: rows 0-269 see no key, so the first two blocks (rows 0-255) have no key tile
   // at all (the producer copies only Q_i, the transposers and the consumers' loop do nothing), and
   // the third one's first rows none either.
@@ -183,6 +188,7 @@ TEST_CASE("FP8: blocks whose rows see no key load no tile, and write zeros and -
 }
 
 TEST_CASE("the bound catches a wrong order of the keys in P V", "[ch10][fp8]") {
+  if (const std::string why = fa_test::device_refusal(ch10::check_device); !why.empty()) FA_SKIP(why);
   // The kernel pairs P's column k' (key pi(k')) with Vt's column k', into which the transpose
   // writes V_j's key pi(k') (hopper_fp8.cuh). Had it written the keys in their own order, column k'
   // would hold key k', and O would be sum_k' P[pi(k')] V[k']: the model's O on V whose key pi(k')
@@ -205,6 +211,7 @@ TEST_CASE("the bound catches a wrong order of the keys in P V", "[ch10][fp8]") {
 }
 
 TEST_CASE("the FP8 front door refuses bad options and inputs before any work", "[ch10][fp8]") {
+  if (const std::string why = fa_test::device_refusal(ch10::check_device); !why.empty()) FA_SKIP(why);
   const auto in = fa_test::make_inputs(1, 1, 8, 8, 64, 0.125, fa_test::Scores::normal, 1);
   fa_test::check_refused([&] { (void)ch10::fp8_attention(in.Q, in.K, in.V, {.p_scale = 512.0f}, kDevice); },
                          {"--p-scale 512", "power of two", "448"});

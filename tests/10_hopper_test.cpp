@@ -98,6 +98,7 @@ ElementType alternating(std::size_t shape_index, std::size_t head_dim, bool caus
 
 TEST_CASE("the Hopper kernel agrees with chapter 06 within O's rounding, every odd shape, head dim, causal",
           "[ch10][graded10a]") {
+  if (const std::string why = fa_test::device_refusal(ch10::check_device); !why.empty()) FA_SKIP(why);
   // The decode shape (one query), a single key, a tile and a bit (65: the second key tile holds one
   // key, the second consumer warpgroup one query row; 129: the second block one row), seq_len_q != seq_len_k both ways
   // (causal: the first 90 rows of 203 x 113 see no key), and three key tiles (the ring wraps: stage 0 is refilled).
@@ -118,6 +119,7 @@ TEST_CASE("the Hopper kernel agrees with chapter 06 within O's rounding, every o
 
 #if !FA_TEST_ON_GPU
 TEST_CASE("the Hopper kernel agrees with chapter 06 under every schedule of simt's threads", "[ch10][graded10a]") {
+  if (const std::string why = fa_test::device_refusal(ch10::check_device); !why.empty()) FA_SKIP(why);
   // The producer runs ahead of the consumer, or behind it, as the schedule has it (in order,
   // reversed, seeded random): the full and empty mbarriers alone must keep the ring right. 300 x
   // 700 causal is 11 key tiles for the last block, so each stage is refilled five times.
@@ -143,6 +145,7 @@ TEST_CASE("the Hopper kernel agrees with chapter 06 under every schedule of simt
 #if !FA_SANITIZER_BUILD
 // Left out under the sanitizers, where it would take minutes.
 TEST_CASE("the Hopper kernel agrees with chapter 06 at seq_len 1000", "[ch10]") {
+  if (const std::string why = fa_test::device_refusal(ch10::check_device); !why.empty()) FA_SKIP(why);
   // 16 key tiles through the two-stage ring, 16 query blocks; one case per element type.
   const auto element = GENERATE(ElementType::bf16, ElementType::fp16);
   check_case({1000, 1000, 64, element == ElementType::fp16, fa::default_scale(64), element});
@@ -150,6 +153,7 @@ TEST_CASE("the Hopper kernel agrees with chapter 06 at seq_len 1000", "[ch10]") 
 #endif
 
 TEST_CASE("the Hopper kernel agrees with chapter 06 for a negative scale and for scale 0", "[ch10]") {
+  if (const std::string why = fa_test::device_refusal(ch10::check_device); !why.empty()) FA_SKIP(why);
   // The scale is applied to S before the max (hopper.cuh, line 8): the max of the scaled scores is
   // their max whatever the scale's sign; scale 0 makes every weight 1 (O = the mean of V's rows).
   const double scale = GENERATE(-0.125, 0.0);
@@ -158,6 +162,7 @@ TEST_CASE("the Hopper kernel agrees with chapter 06 for a negative scale and for
 }
 
 TEST_CASE("rows that see no key give zeros in O and -inf in L, never NaN", "[ch10]") {
+  if (const std::string why = fa_test::device_refusal(ch10::check_device); !why.empty()) FA_SKIP(why);
   // Causal with seq_len_q = 300 > seq_len_k = 30: rows 0 .. 269 see no key (j <= i - 270). The
   // first two blocks (rows 0-127, 128-255) see none at all: they load no key tile, and their
   // consumers must still write their rows; in the third, the first consumer's rows (256-319) are
@@ -185,6 +190,7 @@ TEST_CASE("rows that see no key give zeros in O and -inf in L, never NaN", "[ch1
 }
 
 TEST_CASE("the TMA copies and wgmma move exactly the bytes the kernel's walk counts", "[ch10]") {
+  if (const std::string why = fa_test::device_refusal(ch10::check_device); !why.empty()) FA_SKIP(why);
 #if !SIMT_PROFILED_KERNELS || FA_TEST_ON_GPU
   FA_SKIP("this build has no profiled copy of the kernel (a sanitizer preset, a compiler other than GCC, or the GPU)");
 #else
@@ -243,6 +249,7 @@ TEST_CASE("the TMA copies and wgmma move exactly the bytes the kernel's walk cou
 }
 
 TEST_CASE("the Hopper kernel refuses a head_dim it was not compiled for, bad shapes, scales and inputs", "[ch10]") {
+  if (const std::string why = fa_test::device_refusal(ch10::check_device); !why.empty()) FA_SKIP(why);
   const auto in32 = fa_test::make_inputs(1, 1, 8, 8, 32, 0.1, fa_test::Scores::normal, 10600);
   fa_test::check_refused([&] { (void)ch10::hopper_attention(in32.Q, in32.K, in32.V, {}, kDevice); }, {"32", "64, 128"});
   const auto in = fa_test::make_inputs(1, 2, 8, 8, 64, 0.1, fa_test::Scores::normal, 10601);

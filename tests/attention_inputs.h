@@ -29,6 +29,21 @@ inline constexpr fa::Device kDevice = fa::Device::gpu;
 inline constexpr fa::Device kDevice = fa::Device::cpu;
 #endif
 
+// Why this machine's GPU cannot run a chapter's kernel, in the GPU build of its tests: what `check`
+// (the chapter's check_device, e.g. ch10::check_device: a Hopper only) throws for Device::gpu; ""
+// where it can, and always in the CPU build. A test case then skips, naming the reason:
+//   if (const std::string why = fa_test::device_refusal(ch10::check_device); !why.empty()) FA_SKIP(why);
+template <class Check>
+std::string device_refusal(Check check) {
+  if (kDevice == fa::Device::cpu) return "";
+  try {
+    check(kDevice);
+  } catch (const std::runtime_error& e) {
+    return e.what();
+  }
+  return "";
+}
+
 // cudaDevAttrMaxSharedMemoryPerBlockOptin of three GPUs, bytes (CUDA C++ Programming Guide,
 // technical specifications per compute capability): a T4 (7.5: 64 KiB), an A100 (8.0: 163 KiB) and
 // an H100 (9.0: 227 KiB); what the tests of a chapter's choice of tile (fa::fit_tile) give it.
