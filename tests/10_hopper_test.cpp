@@ -99,9 +99,10 @@ ElementType alternating(std::size_t shape_index, std::size_t head_dim, bool caus
 TEST_CASE("the Hopper kernel agrees with chapter 06 within O's rounding, every odd shape, head dim, causal",
           "[ch10][graded10a]") {
   if (const std::string why = fa_test::device_refusal(ch10::check_device); !why.empty()) FA_SKIP(why);
-  // The decode shape (one query), a single key, a tile and a bit (65: the second key tile holds one
-  // key, the second consumer warpgroup one query row; 129: the second block one row), seq_len_q != seq_len_k both ways
-  // (causal: the first 90 rows of 203 x 113 see no key), and three key tiles (the ring wraps: stage 0 is refilled).
+    // The decode shape (one query), a single key, a tile and a bit (65: the second key tile holds one
+    // key, the second consumer warpgroup one query row; 129: the second block one row), seq_len_q != seq_len_k both
+    // ways (causal: the first 90 rows of 203 x 113 see no key), and three key tiles (the ring wraps: stage 0 is
+    // refilled).
 #if FA_SANITIZER_BUILD
   // Under a sanitizer (10 to 50 times slower): the decode shape, a tail in both, and causal with
   // rows that see no key.
