@@ -19,6 +19,17 @@ function(add_chapter_program chapter program)
   set_property(GLOBAL APPEND PROPERTY FA_TOUR_PROGRAMS ${program})
 endfunction()
 
+# fa_untested_in_sanitizer_builds(<targets...>)
+#   Leaves programs that no test of the asan and tsan presets runs out of those builds' `all`
+#   (`--target` still builds them): the benchmarks (an instrumented build's timings mean nothing),
+#   the examples that show simt's profile and race checker (which a sanitizer build has not:
+#   cmake/SimtProfile.cmake), the figures' program. Minutes of CI's 2 cores (docs/conventions.md, "CI").
+function(fa_untested_in_sanitizer_builds)
+  if(NOT FA_SANITIZE STREQUAL "")
+    set_target_properties(${ARGN} PROPERTIES EXCLUDE_FROM_ALL TRUE)
+  endif()
+endfunction()
+
 # add_chapter_test(<chapter target> <test executable> LABELS <labels...> SOURCES <sources...>
 #                  [LIBRARIES <libs...>] [GPU [SANITIZER]] [RACECHECKED])
 #   Builds a Catch2 test executable, registers it with CTest under the given labels and attaches
@@ -28,7 +39,8 @@ endfunction()
 #   runs every GPU test, and runs the test cases tagged [sanitizer] of each SANITIZER one under
 #   compute-sanitizer; <name>_sanitizer_subset checks on every machine that it has some.
 #   A sanitizer build leaves GPU tests out: it never compiles for the GPU (cmake/Options.cmake), so
-#   they could only report SKIPPED, after minutes of compiling.
+#   they could only report SKIPPED, after minutes of compiling; so does a build without a GPU,
+#   unless FA_GPU_TESTS is ON (cmake/Options.cmake: the cuda preset turns it on).
 #   RACECHECKED: a chapter's test program whose kernels simt's race checker checks exactly in the
 #   default build (its NN_racecheck_test); the tsan preset leaves it out (docs/conventions.md, "CI":
 #   ThreadSanitizer sees simt's threads and the synchronisation of its instructions, which simt's
@@ -36,7 +48,7 @@ endfunction()
 #   every schedule). The asan preset runs it.
 function(add_chapter_test chapter name)
   cmake_parse_arguments(ARG "GPU;SANITIZER;RACECHECKED" "" "LABELS;SOURCES;LIBRARIES" ${ARGN})
-  if(ARG_GPU AND NOT FA_SANITIZE STREQUAL "")
+  if(ARG_GPU AND (NOT FA_SANITIZE STREQUAL "" OR NOT FA_GPU_TESTS))
     return()
   endif()
   if(ARG_RACECHECKED AND FA_SANITIZE STREQUAL "thread")

@@ -139,6 +139,11 @@ function(gpu_check_write_manifest)
   else()
     set(gpu_path false)
   endif()
+  if(FA_GPU_TESTS)  # (off: a build without a GPU leaves them out, cmake/Options.cmake; the check's build has them)
+    set(gpu_tests_built true)
+  else()
+    set(gpu_tests_built false)
+  endif()
   string(REGEX REPLACE "^,\n" "" steps "${steps}")  # the first step's separator
   _fa_json_list(gpu_tests_json ${gpu_tests})
   _fa_json_list(sanitizer_json ${sanitizer_tests})
@@ -157,6 +162,7 @@ function(gpu_check_write_manifest)
   \"build_dir\": ${binary},
   \"build_target\": \"gpu_check\",
   \"files\": ${files},
+  \"gpu_tests_built\": ${gpu_tests_built},
   \"gpu_tests\": ${gpu_tests_json},
   \"sanitizer_filter\": ${filter},
   \"sanitizer_tests\": ${sanitizer_json},

@@ -58,6 +58,7 @@ endif()
 # unless FA_CUDA is OFF: on a machine with nvcc and no GPU, -DFA_CUDA=OFF leaves out the GPU path
 # and its compile time.
 include(CheckLanguage)
+find_program(FA_NVIDIA_SMI nvidia-smi)  # the driver's tool: where it is, a GPU is
 set(FA_HAVE_CUDA OFF)
 if(FA_SANITIZE STREQUAL "" AND FA_CUDA)
   check_language(CUDA)
@@ -68,7 +69,6 @@ if(FA_SANITIZE STREQUAL "" AND FA_CUDA)
       # tensor-core instructions (mma.sync m16n8k16 with bf16, cp.async) start at sm_80, and the
       # build without a GPU is the one that proves their inline PTX assembles. Built natively for
       # an older GPU (a T4: sm_75), chapter 06 stays on the CPU (FA_CUDA_SM80, below).
-      find_program(FA_NVIDIA_SMI nvidia-smi)
       if(FA_NVIDIA_SMI)
         set(CMAKE_CUDA_ARCHITECTURES native)
       else()
@@ -128,6 +128,18 @@ if(FA_HAVE_CUDA)
   endforeach()
   list(REMOVE_DUPLICATES FA_SASS_ARCHS)
 endif()
+# FA_GPU_TESTS: the GPU builds of the tests (label gpu; add_chapter_test's GPU). On where a GPU is
+# (nvidia-smi is found) and in the cuda preset (the GPU check and its dry run, which builds them
+# without one). Elsewhere off: they could only report SKIPPED, after about 800 CPU-seconds of
+# compiling (a fifth of the test workflow's build, measured on CI's 2-core machine on 2026-12-05).
+# The chapters' GPU kernels are built either way, as their programs' --device gpu runs them.
+if(FA_NVIDIA_SMI)
+  set(fa_gpu_tests_default ON)
+else()
+  set(fa_gpu_tests_default OFF)
+endif()
+option(FA_GPU_TESTS "Build the GPU tests (label gpu) where the GPU path is built" ${fa_gpu_tests_default})
+
 if(FA_REQUIRE_CUDA AND NOT FA_CUDA)
   message(FATAL_ERROR "The cuda preset builds the GPU path, which FA_CUDA=OFF leaves out: drop -DFA_CUDA=OFF "
                       "(or use the default preset, which runs every kernel on the CPU).")
@@ -142,6 +154,11 @@ if(FA_CUDA)
     set(fa_architectures_text "${CMAKE_CUDA_ARCHITECTURES}")
     if(CMAKE_CUDA_ARCHITECTURES STREQUAL "native")
       set(fa_architectures_text "native, ${CMAKE_CUDA_ARCHITECTURES_NATIVE}")
+    endif()
+    if(FA_GPU_TESTS)
+      message(STATUS "GPU tests: ON")
+    else()
+      message(STATUS "GPU tests: OFF (no GPU found; -DFA_GPU_TESTS=ON builds them, to report SKIPPED)")
     endif()
     if(FA_CUDA_SM80)
       message(STATUS "GPU architectures: ${fa_architectures_text}; chapter 06 on the GPU: ON")

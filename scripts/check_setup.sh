@@ -87,7 +87,7 @@ chapters_on_gpu() {
 if [ -n "$gpu" ]; then
   echo "   GPU: $gpu; $(chapters_on_gpu)"
 else
-  echo "   GPU: none (fine: every kernel also runs on the CPU; the GPU tests will report SKIPPED)"
+  echo "   GPU: none (fine: every kernel also runs on the CPU; the GPU tests are left out)"
 fi
 
 mkdir -p "$logs" || not_ready "cannot create $logs"

@@ -12,7 +12,7 @@ median of the runs is printed, as Markdown rows in the columns of the benchmark 
   ch05  | kernel | seq_len | head_dim | causal | median ms | TFLOP/s | model MB | runs |
   ch06  | kernel | dtype | seq_len | head_dim | causal | median ms | TFLOP/s |
   ch07  | kernel | seq_len | head_dim | causal | median ms | TFLOP/s |
-  ch10  | kernel | dtype | seq_len | head_dim | causal | median ms | TFLOP/s | ch06 / ch10 |  (the last cell empty)
+  ch10  | kernel | dtype | seq_len | head_dim | causal | median ms | TFLOP/s | speed-up |  (the last cell empty)
 
 Each row names the backend that ran: every call is forced onto one backend with
 torch.nn.attention.sdpa_kernel, so a row either is that backend's time or says why it did not
@@ -151,7 +151,7 @@ class Table:
         heads = {"ch05": "| kernel | seq_len | head_dim | causal | median ms | TFLOP/s | model MB | runs |",
                  "ch06": "| kernel | dtype | seq_len | head_dim | causal | median ms | TFLOP/s |",
                  "ch07": "| kernel | seq_len | head_dim | causal | median ms | TFLOP/s |",
-                 "ch10": "| kernel | dtype | seq_len | head_dim | causal | median ms | TFLOP/s | ch06 / ch10 |"}
+                 "ch10": "| kernel | dtype | seq_len | head_dim | causal | median ms | TFLOP/s | speed-up |"}
         head = heads[self.columns]
         return head + "\n" + "|---" * (head.count("|") - 1) + "|"
 

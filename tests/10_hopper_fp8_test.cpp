@@ -26,6 +26,7 @@
 #include "common/random.h"
 #include "common/simt/fp8.h"
 #include "common/simt/half_precision.h"
+#include "common/simt/simt.h"
 
 namespace {
 
@@ -185,6 +186,31 @@ TEST_CASE("FP8: blocks whose rows see no key load no tile, and write zeros and -
   // the third one's first rows none either.
   const auto in = fa_test::make_inputs(1, 2, 300, 30, 64, fa::default_scale(64), fa_test::Scores::normal, 31);
   check_against_model(in.Q, in.K, in.V, {.causal = true, .quant = ch10::Quant::tensor, .hadamard = true});
+}
+
+TEST_CASE("the prepared FP8 launch (the GPU benchmark's) gives a run's O and L bit for bit", "[ch10][fp8]") {
+  // ch10_gpu_bench --dtype e4m3 quantises once (prepare_hopper_fp8) and then times launches of the
+  // attention kernel alone: the same kernels on the same values as a run, so the same bits, launch
+  // after launch (the codes are kept; Q and K are not rotated again). On the CPU, in every build.
+  const auto in = fa_test::make_inputs(1, 1, 70, 130, 64, fa::default_scale(64), fa_test::Scores::normal, 77);
+  const ch10::Fp8Problem problem =
+      ch10::check_fp8_problem(fa::check_attention_shapes(in.Q.shape, in.K.shape, in.V.shape),
+                              {.causal = true, .quant = ch10::Quant::block, .hadamard = true});
+  const ch10::Fp8Result run = ch10::cpu::run_hopper_fp8(in.Q, in.K, in.V, problem);
+  simt::DeviceBuffer<float> q{std::span<const float>(in.Q.values)}, k{std::span<const float>(in.K.values)},
+      v{std::span<const float>(in.V.values)};
+  auto o = simt::poisoned<simt::bf16>(in.Q.values.size());
+  auto l = simt::poisoned<float>(70);
+  const ch10::Prepared launch =
+      ch10::cpu::prepare_hopper_fp8(q.data(), k.data(), v.data(), o.data(), l.data(), problem);
+  for (int time = 1; time <= 2; ++time) {
+    INFO("launch " << time);
+    launch(simt::LaunchMode::synchronous);
+    CHECK(simt::to_host_float(o) == run.run.O.values);
+    CHECK(l.to_host() == run.run.L);
+    o.poison();
+    l.poison();
+  }
 }
 
 TEST_CASE("the bound catches a wrong order of the keys in P V", "[ch10][fp8]") {

@@ -271,6 +271,19 @@ TEST_CASE("bad launch configurations are rejected before anything runs", "[simt]
   }
 }
 
+namespace names_demo {
+template <int N, bool Causal, unsigned Pitch>
+__global__ void tile_kernel(float*) {}
+}  // namespace names_demo
+
+// The name a launch's errors, profile and race reports give a kernel: every instance of a template
+// its own, spelled as g++ spells it, under Clang too (whose __PRETTY_FUNCTION__ drops the arguments).
+TEST_CASE("a kernel's name holds its template arguments, as g++ spells them, on either compiler", "[simt]") {
+  CHECK(simt::rules::kernel_name<&names_demo::tile_kernel<64, true, 68u>>() == "names_demo::tile_kernel<64, true, 68>");
+  CHECK(simt::rules::kernel_name<&names_demo::tile_kernel<-3, false, 0u>>() == "names_demo::tile_kernel<-3, false, 0>");
+  CHECK(simt::rules::kernel_name<&simt_test::cpu::reverse_kernel>() == "simt_test::cpu::reverse_kernel");
+}
+
 TEST_CASE("SIMT_SCHEDULE chooses the schedule until the API sets one", "[simt]") {
   ControlsGuard guard;
   ::setenv("SIMT_SCHEDULE", "random:42", 1);

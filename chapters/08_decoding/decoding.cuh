@@ -113,9 +113,18 @@ using ElementOf =
 template <int Br>
 inline constexpr int kMinBlocksPerSm = Br <= 8 ? 1 : 0;
 
+#if !defined(__CUDACC__)
+// On the CPU, the 8 or 16 bytes of one vector access as one value: GCC's and Clang's vector types,
+// which both compilers load and store whole. (A std::memcpy between the kernel's memory and a local
+// array is one access for GCC, but Clang's optimiser (SROA) splits it into one load or store per
+// element, and simt's profile would count those narrower accesses and the bank conflicts they make.)
+typedef std::uint32_t Bytes16 __attribute__((vector_size(16)));
+typedef std::uint32_t Bytes8 __attribute__((vector_size(8)));
+#endif
+
 // N consecutive elements at `src` read in one access of N * sizeof(Element) bytes (8 or 16; src
 // aligned to it), as float32 (exact: every bf16 and fp16 value is a float). On the GPU one vector
-// load; on the CPU one memcpy, which simt's profile counts as one access of that size.
+// load; on the CPU one load of a vector type, which simt's profile counts as one access of that size.
 template <int N, class Element>
 __device__ __forceinline__ void load_as_float(float (&out)[N], const Element* src) {
   constexpr std::size_t kBytes = N * sizeof(Element);
@@ -146,8 +155,10 @@ __device__ __forceinline__ void load_as_float(float (&out)[N], const Element* sr
     }
   }
 #else
-  Element raw[N];
-  std::memcpy(raw, src, kBytes);
+  std::conditional_t<kBytes == 16, Bytes16, Bytes8> bytes;
+  std::memcpy(&bytes, src, kBytes);  // one load of kBytes
+  Element raw[N];                    // (not a std::bit_cast to std::array: Clang then loads the 16 bytes in two halves)
+  std::memcpy(static_cast<void*>(raw), &bytes, kBytes);
   for (int e = 0; e < N; ++e) out[e] = static_cast<float>(raw[e]);
 #endif
 }
@@ -157,7 +168,9 @@ __device__ __forceinline__ void store_4_floats(float* dst, const float (&v)[4]) 
 #if defined(__CUDACC__)
   *reinterpret_cast<float4*>(dst) = make_float4(v[0], v[1], v[2], v[3]);
 #else
-  std::memcpy(dst, v, sizeof v);
+  Bytes16 bytes;
+  std::memcpy(&bytes, v, sizeof v);
+  std::memcpy(dst, &bytes, sizeof bytes);  // one store of 16 bytes
 #endif
 }
 

@@ -191,9 +191,18 @@ struct Fp8Result {
 using RunFp8 = Fp8Result(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K, const fa::Tensor4<float>& V,
                          const Fp8Problem& problem);
 using Rotate = std::vector<float>(const std::vector<float>& x, int head_dim, std::uint64_t seed);
+// The FP8 launch, prepared as Prepared above: Q, K, V (float32 on this backend's device,
+// [batch * heads][seq_len][head_dim]; Q and K rotated in place when problem.hadamard) quantised on
+// the device once, when prepared, into codes and scales the returned launch keeps; calling it
+// launches the attention kernel alone on them, writing O (bf16, as Q) and L ([batch * heads]
+// [seq_len_q] float32). What the GPU benchmark times (lab/gpu_bench.cpp, --dtype e4m3); the tests
+// check it against run_hopper_fp8 on the CPU. Throws what simt::launch and simt::make_tensor_map
+// throw.
+using PrepareFp8 = Prepared(float* Q, float* K, float* V, void* O, float* L, const Fp8Problem& problem);
 namespace cpu {
 RunFp8 run_hopper_fp8;
 Rotate rotate_rows;
+PrepareFp8 prepare_hopper_fp8;
 }  // namespace cpu
 namespace cpu_profiled {
 RunFp8 run_hopper_fp8;
@@ -202,6 +211,7 @@ Rotate rotate_rows;
 namespace gpu {
 RunFp8 run_hopper_fp8;
 Rotate rotate_rows;
+PrepareFp8 prepare_hopper_fp8;
 }  // namespace gpu
 
 // The FP8 problem after every check fp8_attention makes before it touches the data: check_problem's

@@ -72,6 +72,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -359,11 +360,11 @@ __global__ void __launch_bounds__(kThreads, 1)
                                       row0 - 64 * wg, t, ct, wg, &map_o, i0 + 64 * wg, bh, L, i0 + row0, seq_len_q);
 }
 
-// rotate_kernel on the rows of x, one thread a row.
-inline void rotate(simt::DeviceBuffer<float>& x, const simt::DeviceBuffer<float>& signs, int rows, int d) {
+// rotate_kernel on the rows of x (float32 [rows][d] on the device, in place), one thread a row.
+inline void rotate(float* x, const float* signs, int rows, int d) {
   simt::launch<rotate_kernel>(simt::LaunchMode::synchronous,
                               dim3(static_cast<unsigned>((rows + kPrepThreads - 1) / kPrepThreads)), dim3(kPrepThreads),
-                              0, x.data(), signs.data(), rows, d);
+                              0, x, signs, rows, d);
 }
 
 // The prepared inputs' preparation on the device: x (float32, [batch * heads][seq_len][d]) rotated
@@ -372,46 +373,100 @@ struct Quantised {
   simt::DeviceBuffer<std::uint8_t> codes;
   simt::DeviceBuffer<float> scales;
 };
-inline Quantised quantise(simt::DeviceBuffer<float>& x, int batch_heads, int seq_len, int d, Quant quant,
-                          const simt::DeviceBuffer<float>* signs) {
+inline Quantised quantise(float* x, int batch_heads, int seq_len, int d, Quant quant, const float* signs) {
   const int rows = batch_heads * seq_len;
-  if (signs != nullptr) rotate(x, *signs, rows, d);
+  if (signs != nullptr) rotate(x, signs, rows, d);
   const int tiles = (seq_len + kQuantRows - 1) / kQuantRows;
   const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(batch_heads));
   simt::DeviceBuffer<float> amax(static_cast<std::size_t>(tiles) * batch_heads);
   Quantised q{simt::DeviceBuffer<std::uint8_t>(static_cast<std::size_t>(rows) * d),
               simt::DeviceBuffer<float>(static_cast<std::size_t>(tiles) * batch_heads)};
-  simt::launch<amax_kernel>(simt::LaunchMode::synchronous, grid, dim3(kPrepThreads), 0, x.data(), amax.data(), seq_len,
-                            d);
-  simt::launch<quantise_kernel>(simt::LaunchMode::synchronous, grid, dim3(kPrepThreads), 0, x.data(), amax.data(),
+  simt::launch<amax_kernel>(simt::LaunchMode::synchronous, grid, dim3(kPrepThreads), 0, x, amax.data(), seq_len, d);
+  simt::launch<quantise_kernel>(simt::LaunchMode::synchronous, grid, dim3(kPrepThreads), 0, x, amax.data(),
                                 q.codes.data(), q.scales.data(), seq_len, d, quant == Quant::tensor);
   return q;
 }
 
-template <fa::KernelShape k>
-void launch_fp8(const Quantised& q, const Quantised& kq, const Quantised& v, simt::DeviceBuffer<simt::bf16>& o,
-                simt::DeviceBuffer<float>& l, const Fp8Problem& f) {
-  constexpr int Br = k.tile.Br, Bc = k.tile.Bc, d = k.head_dim;
-  constexpr auto kernel = hopper_fp8_kernel<d, Br, Bc>;
-  constexpr std::size_t bytes = fp8_shared_bytes(d, Br, Bc);
+// Q, K and V quantised (Q and K rotated first, in place, when the problem asks for the Hadamard):
+// the attention kernel's operands, kept together for as long as a launch may read them.
+struct Fp8Operands {
+  Quantised q, k, v;
+};
+inline Fp8Operands quantise_all(float* Q, float* K, float* V, int head_dim, const Fp8Problem& f) {
   const DeviceProblem& p = f.problem;
-  simt::set_max_dynamic_shared_bytes<kernel>(bytes);
-  const simt::TensorMap map_q = tensor_map(q.codes.data(), p.batch_heads, p.seq_len_q, d, Br, d, row_swizzle(d));
-  const simt::TensorMap map_k = tensor_map(kq.codes.data(), p.batch_heads, p.seq_len_k, d, Bc, d, row_swizzle(d));
-  const simt::TensorMap map_v = tensor_map(v.codes.data(), p.batch_heads, p.seq_len_k, d, Bc, d, simt::Swizzle::none);
-  const simt::TensorMap map_o = tensor_map(o.data(), p.batch_heads, p.seq_len_q, d, Br / kConsumers);
-  simt::launch<kernel>(simt::LaunchMode::synchronous,
-                       dim3(static_cast<unsigned>((p.seq_len_q + Br - 1) / Br), static_cast<unsigned>(p.batch_heads)),
-                       dim3(kThreads), bytes, map_q, map_k, map_v, map_o, q.scales.data(), kq.scales.data(),
-                       v.scales.data(), l.data(), p.seq_len_q, p.seq_len_k,
-                       static_cast<float>(static_cast<double>(p.scale) * 1.4426950408889634),  // scale * log2(e)
-                       f.p_scale, p.causal);
+  const simt::DeviceBuffer<float> signs =
+      simt::to_device<float>(fp8::random_signs(static_cast<std::size_t>(head_dim), f.seed));
+  const float* rotation = f.hadamard ? signs.data() : nullptr;
+  return {quantise(Q, p.batch_heads, p.seq_len_q, head_dim, f.quant, rotation),
+          quantise(K, p.batch_heads, p.seq_len_k, head_dim, f.quant, rotation),
+          quantise(V, p.batch_heads, p.seq_len_k, head_dim, f.quant, nullptr)};
 }
 
-// Every compiled instance's launch, in kCompiled's order.
+// The attention kernel's launch for one compiled instance, prepared as hopper.cuh's Launch is: the
+// shared-memory allowance asked for and the four tensor maps (Q, K, V codes; O bf16) encoded once;
+// `launch` launches it on them with these arguments, as its mode says. Grid: (ceil(seq_len_q /
+// Br), batch * heads); block: kThreads.
+struct Fp8Launch {
+  void (*launch)(const Fp8Launch& arguments, simt::LaunchMode mode);
+  std::array<simt::TensorMap, 4> maps;  // Q, K, V, O
+  dim3 grid;
+  std::size_t shared_bytes;
+  const float *q_scales, *k_scales, *v_scales;
+  float* L;
+  int seq_len_q, seq_len_k;
+  float scale_log2, p_scale;
+  bool causal;
+};
+
+template <fa::KernelShape k>
+void launch_fp8_instance(const Fp8Launch& a, simt::LaunchMode mode) {
+  constexpr auto kernel = hopper_fp8_kernel<k.head_dim, k.tile.Br, k.tile.Bc>;
+  simt::launch<kernel>(mode, a.grid, dim3(kThreads), a.shared_bytes, a.maps[0], a.maps[1], a.maps[2], a.maps[3],
+                       a.q_scales, a.k_scales, a.v_scales, a.L, a.seq_len_q, a.seq_len_k, a.scale_log2, a.p_scale,
+                       a.causal);
+}
+
+template <fa::KernelShape k>
+Fp8Launch prepare_fp8_instance(const Fp8Operands& x, void* O, float* L, const Fp8Problem& f) {
+  constexpr int Br = k.tile.Br, Bc = k.tile.Bc, d = k.head_dim;
+  constexpr std::size_t bytes = fp8_shared_bytes(d, Br, Bc);
+  const DeviceProblem& p = f.problem;
+  simt::set_max_dynamic_shared_bytes<hopper_fp8_kernel<d, Br, Bc>>(bytes);
+  return {&launch_fp8_instance<k>,
+          {tensor_map(x.q.codes.data(), p.batch_heads, p.seq_len_q, d, Br, d, row_swizzle(d)),
+           tensor_map(x.k.codes.data(), p.batch_heads, p.seq_len_k, d, Bc, d, row_swizzle(d)),
+           tensor_map(x.v.codes.data(), p.batch_heads, p.seq_len_k, d, Bc, d, simt::Swizzle::none),
+           tensor_map(static_cast<const simt::bf16*>(O), p.batch_heads, p.seq_len_q, d, Br / kConsumers)},
+          dim3(static_cast<unsigned>((p.seq_len_q + Br - 1) / Br), static_cast<unsigned>(p.batch_heads)),
+          bytes,
+          x.q.scales.data(),
+          x.k.scales.data(),
+          x.v.scales.data(),
+          L,
+          p.seq_len_q,
+          p.seq_len_k,
+          static_cast<float>(static_cast<double>(p.scale) * 1.4426950408889634),  // scale * log2(e)
+          f.p_scale,
+          p.causal};
+}
+
+// Every compiled instance's preparation, in kCompiled's order.
 template <std::size_t... n>
 constexpr auto fp8_instances(std::index_sequence<n...>) {
-  return std::array{&launch_fp8<kCompiled[n]>...};
+  return std::array{&prepare_fp8_instance<kCompiled[n]>...};
+}
+inline constexpr auto kFp8Instances = fp8_instances(std::make_index_sequence<kCompiled.size()>{});
+
+// Q, K, V (float32 on this backend's device, [batch * heads][seq_len][head_dim]; Q and K rotated in
+// place when problem.hadamard) quantised by the preparing kernels, once, here; then the instance
+// for the head dim prepared on the codes, which the returned launch keeps. As hopper.h's Prepared:
+// what the GPU benchmark times is the attention kernel alone. Throws what simt::launch and
+// simt::make_tensor_map throw.
+Prepared prepare_hopper_fp8(float* Q, float* K, float* V, void* O, float* L, const Fp8Problem& problem) {
+  const std::size_t n = fa::compiled_index(problem.problem, kCompiled);
+  const auto operands = std::make_shared<const Fp8Operands>(quantise_all(Q, K, V, kCompiled[n].head_dim, problem));
+  const Fp8Launch a = kFp8Instances[n](*operands, O, L, problem);
+  return [a, operands](simt::LaunchMode mode) { a.launch(a, mode); };
 }
 
 // Host data in, host data out: Q, K, V (float32) to the device; the rotation of Q and K (when
@@ -420,31 +475,26 @@ constexpr auto fp8_instances(std::index_sequence<n...>) {
 Fp8Result run_hopper_fp8(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K, const fa::Tensor4<float>& V,
                          const Fp8Problem& f) {
   const DeviceProblem& p = f.problem;
-  const int d = static_cast<int>(Q.shape.head_dim);
   auto q = simt::to_device<float>(Q.values), k = simt::to_device<float>(K.values), v = simt::to_device<float>(V.values);
   auto o = simt::poisoned<simt::bf16>(Q.values.size());
   auto l = simt::poisoned<float>(static_cast<std::size_t>(p.batch_heads) * p.seq_len_q);
-  const simt::DeviceBuffer<float> signs =
-      simt::to_device<float>(fp8::random_signs(static_cast<std::size_t>(d), f.seed));
-  const simt::DeviceBuffer<float>* rotation = f.hadamard ? &signs : nullptr;
 
   const auto start = std::chrono::steady_clock::now();
-  const Quantised q8 = quantise(q, p.batch_heads, p.seq_len_q, d, f.quant, rotation);
-  const Quantised k8 = quantise(k, p.batch_heads, p.seq_len_k, d, f.quant, rotation);
-  const Quantised v8 = quantise(v, p.batch_heads, p.seq_len_k, d, f.quant, nullptr);
-  static constexpr auto kLaunches = fp8_instances(std::make_index_sequence<kCompiled.size()>{});
-  kLaunches[fa::compiled_index(p, kCompiled)](q8, k8, v8, o, l, f);
+  const std::size_t n = fa::compiled_index(p, kCompiled);
+  const Fp8Operands x = quantise_all(q.data(), k.data(), v.data(), kCompiled[n].head_dim, f);
+  const Fp8Launch launch = kFp8Instances[n](x, o.data(), l.data(), f);
+  launch.launch(launch, simt::LaunchMode::synchronous);
   const double elapsed_ms = fa::milliseconds_since(start);
   return {{fa::Tensor4<float>(Q.shape, simt::to_host_float(o)), l.to_host(), elapsed_ms},
-          {q8.codes.to_host(), k8.codes.to_host(), v8.codes.to_host(), q8.scales.to_host(), k8.scales.to_host(),
-           v8.scales.to_host()}};
+          {x.q.codes.to_host(), x.k.codes.to_host(), x.v.codes.to_host(), x.q.scales.to_host(), x.k.scales.to_host(),
+           x.v.scales.to_host()}};
 }
 
 // x rotated by rotate_kernel on this backend's device.
 std::vector<float> rotate_rows(const std::vector<float>& x, int head_dim, std::uint64_t seed) {
   auto device_x = simt::to_device<float>(x);
   const auto signs = simt::to_device<float>(fp8::random_signs(static_cast<std::size_t>(head_dim), seed));
-  rotate(device_x, signs, static_cast<int>(x.size() / static_cast<std::size_t>(head_dim)), head_dim);
+  rotate(device_x.data(), signs.data(), static_cast<int>(x.size() / static_cast<std::size_t>(head_dim)), head_dim);
   return device_x.to_host();
 }
 

@@ -15,6 +15,14 @@
 #include <string>
 #include <string_view>
 
+#if defined(__clang__) && !defined(__CUDACC__)
+#include <cxxabi.h>
+
+#include <cstdlib>
+#include <memory>
+#include <typeinfo>
+#endif
+
 namespace simt::rules {
 
 inline constexpr unsigned max_threads_per_block = 1024;
@@ -23,18 +31,63 @@ inline constexpr std::uint64_t max_grid_x = 2147483647, max_grid_y = 65535, max_
 inline constexpr std::size_t default_dynamic_shared_bytes = 48 * 1024;
 inline constexpr std::size_t max_dynamic_shared_bytes = 227 * 1024;
 
-// The kernel's name as the compiler spells the template argument, e.g. "ch05::cpu::flash_kernel<64,
-// 64, 64>", cut out of __PRETTY_FUNCTION__ ("... [with auto Kernel = NAME]" on g++, "... [Kernel =
-// &NAME]" on clang).
-// Never throws; falls back to the whole signature if the compiler spells it differently.
+#if defined(__clang__) && !defined(__CUDACC__)
+namespace detail {
+template <auto Kernel>
+struct KernelTag {};
+
+// The kernel's name out of the demangled name of KernelTag<&kernel>, as g++'s __PRETTY_FUNCTION__
+// spells it: "simt::rules::detail::KernelTag<&(void ch05::cpu::flash_kernel<64, 64, 64u>(const
+// float*, ...))>" gives "ch05::cpu::flash_kernel<64, 64, 64>" (an instance of a template is spelled
+// with its type, and every kernel returns void; the demangler's literal suffixes, 64u or 64l,
+// dropped), "...KernelTag<&demo::block_sum>" gives "demo::block_sum". The whole demangled text where it is spelled
+// otherwise; the mangled one where it does not demangle.
+inline std::string kernel_name_from_tag(const char* mangled) {
+  int status = 0;
+  const std::unique_ptr<char, void (*)(void*)> text(abi::__cxa_demangle(mangled, nullptr, nullptr, &status), std::free);
+  if (status != 0 || !text) return mangled;
+  std::string_view rest = text.get();
+  const std::size_t start = rest.find("KernelTag<&");
+  if (start == std::string_view::npos) return std::string(rest);
+  rest.remove_prefix(start + 11);
+  if (rest.starts_with("(void ")) rest.remove_prefix(6);  // a template's instance: "(void NAME(params))"
+  std::string name;
+  int depth = 0;
+  for (std::size_t i = 0; i < rest.size(); ++i) {
+    const char c = rest[i];
+    if (c == '<') ++depth;
+    if (c == '>' && --depth < 0) break;  // KernelTag's own '>'
+    if (depth == 0 && c == '(') break;   // the parameter list
+    const bool after_number = !name.empty() && name.back() >= '0' && name.back() <= '9';
+    if ((c == 'u' || c == 'l') && after_number && i + 1 < rest.size() &&
+        (rest[i + 1] == ',' || rest[i + 1] == '>' || rest[i + 1] == 'l')) {
+      continue;
+    }
+    name += c;
+  }
+  return name;
+}
+}  // namespace detail
+#endif
+
+// The kernel's name as g++ spells the template argument, e.g. "ch05::cpu::flash_kernel<64, 64,
+// 64>": on g++ (and nvcc, whose host compiler it is) cut out of __PRETTY_FUNCTION__ ("... [with auto
+// Kernel = NAME]"). Clang's __PRETTY_FUNCTION__ leaves a function template's arguments out ("...
+// [Kernel = &ch05::cpu::flash_kernel]", Clang 16 and Apple's), which would give every instance of a
+// kernel one name, so there the name comes from the type KernelTag<Kernel>'s name, demangled.
+// Never throws but std::bad_alloc; falls back to the whole signature if the compiler spells it
+// differently.
 template <auto Kernel>
 std::string_view kernel_name() {
+#if defined(__clang__) && !defined(__CUDACC__)
+  static const std::string name = detail::kernel_name_from_tag(typeid(detail::KernelTag<Kernel>).name());
+  return name;
+#else
   const std::string_view signature = __PRETTY_FUNCTION__;
   const std::string_view key = "Kernel = ";
   const std::size_t start = signature.find(key);
   if (start == std::string_view::npos) return signature;
   std::string_view name = signature.substr(start + key.size());
-  if (name.starts_with('&')) name.remove_prefix(1);  // clang spells a function's address: "&demo::block_sum"
   // The name ends at the first ';' or ']' outside of <...> and (...).
   int depth = 0;
   for (std::size_t i = 0; i < name.size(); ++i) {
@@ -44,6 +97,7 @@ std::string_view kernel_name() {
     if (depth == 0 && (c == ';' || c == ']')) return name.substr(0, i);
   }
   return name;
+#endif
 }
 
 // "(x, y, z)" for a dim3 or a uint3 of either backend.
