@@ -30,6 +30,15 @@ function(fa_untested_in_sanitizer_builds)
   endif()
 endfunction()
 
+# <name>_sanitizer_subset: the test cases of `program` tagged FA_SANITIZER_FILTER exist, so that
+# the GPU check's compute-sanitizer runs of GPU test <name> run some (tests/sanitizer_subset.cmake).
+function(_fa_sanitizer_subset name program labels)
+  add_test(NAME ${name}_sanitizer_subset
+           COMMAND ${CMAKE_COMMAND} -DTEST_BINARY=$<TARGET_FILE:${program}> "-DFILTER=${FA_SANITIZER_FILTER}"
+                   -P ${PROJECT_SOURCE_DIR}/tests/sanitizer_subset.cmake)
+  set_tests_properties(${name}_sanitizer_subset PROPERTIES LABELS "${labels};common")
+endfunction()
+
 # add_chapter_test(<chapter target> <test executable> LABELS <labels...> SOURCES <sources...>
 #                  [LIBRARIES <libs...>] [GPU [SANITIZER]] [RACECHECKED])
 #   Builds a Catch2 test executable, registers it with CTest under the given labels and attaches
@@ -39,8 +48,10 @@ endfunction()
 #   runs every GPU test, and runs the test cases tagged [sanitizer] of each SANITIZER one under
 #   compute-sanitizer; <name>_sanitizer_subset checks on every machine that it has some.
 #   A sanitizer build leaves GPU tests out: it never compiles for the GPU (cmake/Options.cmake), so
-#   they could only report SKIPPED, after minutes of compiling; so does a build without a GPU,
-#   unless FA_GPU_TESTS is ON (cmake/Options.cmake: the cuda preset turns it on).
+#   they could only report SKIPPED, after minutes of compiling. A build without a GPU leaves them
+#   out too, unless FA_GPU_TESTS is ON (cmake/Options.cmake: the cuda preset turns it on); there the
+#   <name>_sanitizer_subset check lists the test cases of the CPU build of the same source (the
+#   program of the same name without "_gpu"), which has the same cases.
 #   RACECHECKED: a chapter's test program whose kernels simt's race checker checks exactly in the
 #   default build (its NN_racecheck_test); the tsan preset leaves it out (docs/conventions.md, "CI":
 #   ThreadSanitizer sees simt's threads and the synchronisation of its instructions, which simt's
@@ -48,7 +59,14 @@ endfunction()
 #   every schedule). The asan preset runs it.
 function(add_chapter_test chapter name)
   cmake_parse_arguments(ARG "GPU;SANITIZER;RACECHECKED" "" "LABELS;SOURCES;LIBRARIES" ${ARGN})
-  if(ARG_GPU AND (NOT FA_SANITIZE STREQUAL "" OR NOT FA_GPU_TESTS))
+  if(ARG_GPU AND NOT FA_SANITIZE STREQUAL "")
+    return()
+  endif()
+  if(ARG_GPU AND NOT FA_GPU_TESTS)
+    string(REPLACE "_gpu_test" "_test" twin ${name})
+    if(ARG_SANITIZER AND TARGET ${twin})
+      _fa_sanitizer_subset(${name} ${twin} "${ARG_LABELS}")
+    endif()
     return()
   endif()
   if(ARG_RACECHECKED AND FA_SANITIZE STREQUAL "thread")
@@ -74,10 +92,7 @@ function(add_chapter_test chapter name)
     endif()
     set_property(GLOBAL APPEND PROPERTY FA_GPU_SANITIZER_TESTS ${name})
     # Listing the test cases needs no GPU (tests/main.cpp), so this runs on every machine.
-    add_test(NAME ${name}_sanitizer_subset
-             COMMAND ${CMAKE_COMMAND} -DTEST_BINARY=$<TARGET_FILE:${name}> "-DFILTER=${FA_SANITIZER_FILTER}"
-                     -P ${PROJECT_SOURCE_DIR}/tests/sanitizer_subset.cmake)
-    set_tests_properties(${name}_sanitizer_subset PROPERTIES LABELS "${ARG_LABELS};common")
+    _fa_sanitizer_subset(${name} ${name} "${ARG_LABELS}")
   endif()
   set_tests_properties(${name} PROPERTIES LABELS "${labels}")
   if(NOT TARGET ${chapter})

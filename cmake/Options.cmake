@@ -131,14 +131,16 @@ endif()
 # FA_GPU_TESTS: the GPU builds of the tests (label gpu; add_chapter_test's GPU). On where a GPU is
 # (nvidia-smi is found) and in the cuda preset (the GPU check and its dry run, which builds them
 # without one). Elsewhere off: they could only report SKIPPED, after about 800 CPU-seconds of
-# compiling (a fifth of the test workflow's build, measured on CI's 2-core machine on 2026-12-05).
-# The chapters' GPU kernels are built either way, as their programs' --device gpu runs them.
+# compiling (a fifth of the test workflow's build, timed on the 2-core development machine on
+# 2026-12-05). The chapters' GPU kernels are built either way, as their programs' --device gpu runs
+# them, and so are the simt tests' GPU kernels (tests/CMakeLists.txt: the check that ptxas accepts
+# every instruction simt issues).
 if(FA_NVIDIA_SMI)
   set(fa_gpu_tests_default ON)
 else()
   set(fa_gpu_tests_default OFF)
 endif()
-option(FA_GPU_TESTS "Build the GPU tests (label gpu) where the GPU path is built" ${fa_gpu_tests_default})
+option(FA_GPU_TESTS "Build the GPU tests (label gpu); on by default where nvidia-smi is found" ${fa_gpu_tests_default})
 
 if(FA_REQUIRE_CUDA AND NOT FA_CUDA)
   message(FATAL_ERROR "The cuda preset builds the GPU path, which FA_CUDA=OFF leaves out: drop -DFA_CUDA=OFF "
@@ -158,7 +160,11 @@ if(FA_CUDA)
     if(FA_GPU_TESTS)
       message(STATUS "GPU tests: ON")
     else()
-      message(STATUS "GPU tests: OFF (no GPU found; -DFA_GPU_TESTS=ON builds them, to report SKIPPED)")
+      if(FA_NVIDIA_SMI)
+        message(STATUS "GPU tests: OFF (FA_GPU_TESTS=OFF)")
+      else()
+        message(STATUS "GPU tests: OFF (no GPU found; -DFA_GPU_TESTS=ON builds them, to report SKIPPED)")
+      endif()
     endif()
     if(FA_CUDA_SM80)
       message(STATUS "GPU architectures: ${fa_architectures_text}; chapter 06 on the GPU: ON")

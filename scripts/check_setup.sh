@@ -8,8 +8,8 @@
 #                 and Open MPI (openmpi-bin, libopenmpi-dev), reported but not required (without it
 #                 chapter 09's program and its mpirun tests are left out)
 #   3. build      everything (a few minutes on a 2-core laptop, the first time)
-#   4. tests      every test, counted as they finish; the gpu-labelled ones report SKIPPED where
-#                 there is no GPU
+#   4. tests      every test, counted as they finish (the gpu-labelled ones are built where there
+#                 is a GPU: FA_GPU_TESTS)
 #   5. tour       every chapter's demo and the summary table (docs/workshop.md)
 #
 # Usage: scripts/check_setup.sh [build folder]      (from anywhere; default: build/default, the
@@ -152,7 +152,7 @@ if [ "$tests_status" -ne 0 ] || [ -z "$total" ] || [ "${total:-0}" -eq 0 ]; then
   sed -n '/The following tests FAILED:/,/Errors while running/p' "$logs/tests.log" | grep -v "Errors while"
   not_ready "tests failed (listed above); a fresh checkout should pass them all."
 fi
-echo "ok: $((total - skipped)) passed, $skipped skipped (need a GPU), of $total ($((SECONDS - start)) s)                "
+echo "ok: $((total - skipped)) passed, $skipped skipped, of $total ($((SECONDS - start)) s)                "
 
 # 5. The tour.
 step 4 tour

@@ -274,7 +274,12 @@ TEST_CASE("bad launch configurations are rejected before anything runs", "[simt]
 namespace names_demo {
 template <int N, bool Causal, unsigned Pitch>
 __global__ void tile_kernel(float*) {}
+template <class Element, std::size_t N>
+__global__ void typed_kernel(Element*) {}
 }  // namespace names_demo
+namespace {
+__global__ void hidden_kernel(int*) {}
+}  // namespace
 
 // The name a launch's errors, profile and race reports give a kernel: every instance of a template
 // its own, spelled as g++ spells it, under Clang too (whose __PRETTY_FUNCTION__ drops the arguments).
@@ -282,6 +287,9 @@ TEST_CASE("a kernel's name holds its template arguments, as g++ spells them, on 
   CHECK(simt::rules::kernel_name<&names_demo::tile_kernel<64, true, 68u>>() == "names_demo::tile_kernel<64, true, 68>");
   CHECK(simt::rules::kernel_name<&names_demo::tile_kernel<-3, false, 0u>>() == "names_demo::tile_kernel<-3, false, 0>");
   CHECK(simt::rules::kernel_name<&simt_test::cpu::reverse_kernel>() == "simt_test::cpu::reverse_kernel");
+  CHECK(simt::rules::kernel_name<&names_demo::typed_kernel<simt::bf16, 16>>() ==
+        "names_demo::typed_kernel<simt::cpu::bf16, 16>");
+  CHECK(simt::rules::kernel_name<&hidden_kernel>() == "{anonymous}::hidden_kernel");
 }
 
 TEST_CASE("SIMT_SCHEDULE chooses the schedule until the API sets one", "[simt]") {

@@ -192,12 +192,14 @@ using RunFp8 = Fp8Result(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& 
                          const Fp8Problem& problem);
 using Rotate = std::vector<float>(const std::vector<float>& x, int head_dim, std::uint64_t seed);
 // The FP8 launch, prepared as Prepared above: Q, K, V (float32 on this backend's device,
-// [batch * heads][seq_len][head_dim]; Q and K rotated in place when problem.hadamard) quantised on
-// the device once, when prepared, into codes and scales the returned launch keeps; calling it
-// launches the attention kernel alone on them, writing O (bf16, as Q) and L ([batch * heads]
-// [seq_len_q] float32). What the GPU benchmark times (lab/gpu_bench.cpp, --dtype e4m3); the tests
-// check it against run_hopper_fp8 on the CPU. Throws what simt::launch and simt::make_tensor_map
-// throw.
+// [batch * heads][seq_len][head_dim] row-major; Q and K rotated in place when problem.hadamard)
+// quantised on the device once, when prepared, into codes and scales the returned launch keeps;
+// calling it launches the attention kernel alone on them, writing O (bf16, [batch * heads]
+// [seq_len_q][head_dim]) and L ([batch * heads][seq_len_q] float32). What the GPU benchmark times
+// (lab/gpu_bench.cpp, --dtype e4m3); the tests check it against run_hopper_fp8 on the CPU. For a
+// problem that check_fp8_problem accepted; throws std::invalid_argument for a head_dim that is
+// not compiled, and what simt::launch and simt::make_tensor_map throw. Source: Shah et al. 2024,
+// FlashAttention-3, section 3.3.
 using PrepareFp8 = Prepared(float* Q, float* K, float* V, void* O, float* L, const Fp8Problem& problem);
 namespace cpu {
 RunFp8 run_hopper_fp8;

@@ -40,8 +40,9 @@ struct KernelTag {};
 // spells it: "simt::rules::detail::KernelTag<&(void ch05::cpu::flash_kernel<64, 64, 64u>(const
 // float*, ...))>" gives "ch05::cpu::flash_kernel<64, 64, 64>" (an instance of a template is spelled
 // with its type, and every kernel returns void; the demangler's literal suffixes, 64u or 64l,
-// dropped), "...KernelTag<&demo::block_sum>" gives "demo::block_sum". The whole demangled text where it is spelled
-// otherwise; the mangled one where it does not demangle.
+// dropped), "...KernelTag<&demo::block_sum>" gives "demo::block_sum", "(anonymous namespace)"
+// becomes "{anonymous}". The whole demangled text where it is spelled otherwise; the mangled one
+// where it does not demangle.
 inline std::string kernel_name_from_tag(const char* mangled) {
   int status = 0;
   const std::unique_ptr<char, void (*)(void*)> text(abi::__cxa_demangle(mangled, nullptr, nullptr, &status), std::free);
@@ -50,10 +51,16 @@ inline std::string kernel_name_from_tag(const char* mangled) {
   const std::size_t start = rest.find("KernelTag<&");
   if (start == std::string_view::npos) return std::string(rest);
   rest.remove_prefix(start + 11);
-  if (rest.starts_with("(void ")) rest.remove_prefix(6);  // a template's instance: "(void NAME(params))"
+  if (rest.starts_with('(') && !rest.starts_with("(anonymous")) rest.remove_prefix(1);  // "(void NAME(params))"
+  if (rest.starts_with("void ")) rest.remove_prefix(5);                                 // (its return type)
   std::string name;
   int depth = 0;
   for (std::size_t i = 0; i < rest.size(); ++i) {
+    if (rest.substr(i).starts_with("(anonymous namespace)")) {  // g++'s spelling of it
+      name += "{anonymous}";
+      i += 20;
+      continue;
+    }
     const char c = rest[i];
     if (c == '<') ++depth;
     if (c == '>' && --depth < 0) break;  // KernelTag's own '>'
@@ -88,6 +95,7 @@ std::string_view kernel_name() {
   const std::size_t start = signature.find(key);
   if (start == std::string_view::npos) return signature;
   std::string_view name = signature.substr(start + key.size());
+  if (name.starts_with('&')) name.remove_prefix(1);  // (as a clang host compiler of nvcc spells an address)
   // The name ends at the first ';' or ']' outside of <...> and (...).
   int depth = 0;
   for (std::size_t i = 0; i < name.size(); ++i) {
