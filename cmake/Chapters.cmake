@@ -55,10 +55,11 @@ endfunction()
 #   RACECHECKED: a chapter's test program whose kernels simt's race checker checks exactly in the
 #   default build (its NN_racecheck_test); the tsan preset leaves it out (docs/conventions.md, "CI":
 #   ThreadSanitizer sees simt's threads and the synchronisation of its instructions, which simt's
-#   own tests and chapters 06 and 10 run; the race checker sees every race of these kernels, under
-#   every schedule). The asan preset runs it.
+#   own tests and examples run; the race checker sees every race of these kernels, under every
+#   schedule). NO_THREADS: a test of host code that starts no thread and launches no kernel, which
+#   the tsan preset leaves out too. The asan preset runs both.
 function(add_chapter_test chapter name)
-  cmake_parse_arguments(ARG "GPU;SANITIZER;RACECHECKED" "" "LABELS;SOURCES;LIBRARIES" ${ARGN})
+  cmake_parse_arguments(ARG "GPU;SANITIZER;RACECHECKED;NO_THREADS" "" "LABELS;SOURCES;LIBRARIES" ${ARGN})
   if(ARG_GPU AND NOT FA_SANITIZE STREQUAL "")
     return()
   endif()
@@ -69,7 +70,7 @@ function(add_chapter_test chapter name)
     endif()
     return()
   endif()
-  if(ARG_RACECHECKED AND FA_SANITIZE STREQUAL "thread")
+  if((ARG_RACECHECKED OR ARG_NO_THREADS) AND FA_SANITIZE STREQUAL "thread")
     return()
   endif()
   add_executable(${name} ${ARG_SOURCES})
