@@ -15,8 +15,9 @@
 // prepare_hopper_fp8), and each launch puts the kernel on the stream without a host
 // synchronisation. The inputs are drawn once per element type, on the GPU
 // (fa::bench::fill_normal; float32 for e4m3), for the largest shape; a smaller shape uses the
-// beginning of each array. Where the CUDA runtime sees no GPU, or the GPU is not a Hopper, the program says so in
-// one line and exits with 77 (skipped); --plan prints what it would measure and exits without a GPU.
+// beginning of each array. Where the CUDA runtime sees no GPU, or the GPU is not a Hopper, the
+// program says so in one line and exits with 77 (skipped); --plan prints what it would measure and
+// exits without a GPU.
 //
 //   ch10_gpu_bench --batch 4 --heads 16 --seq 1024 4096 8192 --head-dim 64 128 --dtype bf16 fp16 e4m3
 //   ch10_gpu_bench --seq 4096 --head-dim 128 --dtype bf16 --once    each kernel once, for ncu
