@@ -1,19 +1,19 @@
-# simt's memory profile (common/simt/profile.h): a profiled copy of a chapter's CPU kernels.
+# simt's memory profile (common/simt/tools/profile.h): a profiled copy of a chapter's CPU kernels.
 #
 # The ThreadSanitizer instrumentation of GCC or Clang (-fsanitize=thread), compiled without its
 # runtime, makes every load and store of a translation unit call __tsan_read4(address),
-# __tsan_write4(address) and their siblings, which common/simt/observer.cpp defines: the memory profile (profile.h) and the
+# __tsan_write4(address) and their siblings, which common/simt/tools/detail/observer.cpp defines: the memory profile (profile.h) and the
 # race checker (racecheck.h) see every access. (AddressSanitizer's instrumentation would serve the
 # profile, but it checks the store of x += 1 only through the load before it, and a race checker
 # needs both.) The copy is compiled with SIMT_PROFILED=1, which makes SIMT_BACKEND `cpu_profiled`
-# (common/simt/backend.h), so that its kernels are chNN::cpu_profiled::... and live beside the
+# (common/simt/runtime/backend.h), so that its kernels are chNN::cpu_profiled::... and live beside the
 # ordinary chNN::cpu copy in one program. The ordinary copy is what runs unless a profile is being
-# recorded or the race checker is on (common/simt/profiled_copy.h).
+# recorded or the race checker is on (common/simt/tools/profiled_copy.h).
 #
 # Available with GCC or Clang (AppleClang too) and without a sanitizer: the asan preset's -fsanitize=address does not
 # combine with -fsanitize=thread in one translation unit, and the tsan preset's runtime defines the
 # same hook names. Elsewhere the programs say that profiling and racecheck are not available in
-# this build, in one line (common/simt/observer.cpp words the reason).
+# this build, in one line (common/simt/tools/detail/observer.cpp words the reason).
 if(CMAKE_CXX_COMPILER_ID MATCHES "^(GNU|Clang|AppleClang)$" AND FA_SANITIZE STREQUAL "")
   set(FA_SIMT_PROFILE ON)
 else()

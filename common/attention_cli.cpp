@@ -1,14 +1,14 @@
-// The inputs of the attention demos (common/chapter.h, part 2: fa::AttentionFlags).
+// The inputs of the attention demos (common/program.h: fa::AttentionFlags).
 #include <stdexcept>
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
-#include "common/chapter.h"
+#include "common/program.h"
 #include "common/npy.h"
 #include "common/profile_cli.h"
 #include "common/random.h"
-#include "common/simt/schedule.h"
+#include "common/simt/runtime/schedule.h"
 
 namespace fa {
 

@@ -1,4 +1,4 @@
-// The flags that refuse a bad value with one line (common/chapter.h, part 2, namespace fa::cli).
+// The flags that refuse a bad value with one line (common/program.h, namespace fa::cli).
 #include <charconv>
 #include <cmath>
 #include <stdexcept>
@@ -7,7 +7,7 @@
 #include <fmt/ranges.h>
 #include <CLI/CLI.hpp>
 
-#include "common/chapter.h"
+#include "common/program.h"
 
 namespace fa::cli {
 

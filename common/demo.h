@@ -1,4 +1,4 @@
-// How a demo's verdict and the tour's table look, for the front door (common/chapter.h, Program)
+// How a demo's verdict and the tour's table look, for the front door (common/program.h, Program)
 // and the tour (chapters/tour_summary.cpp); a chapter's main.cpp does not need this file.
 //
 //   1. the banner: a rule, then "Chapter NN - title", then what the demo shows     print_banner
@@ -29,7 +29,7 @@
 #include <fmt/format.h>
 #include <unistd.h>  // isatty
 
-#include "common/chapter.h"
+#include "common/program.h"
 
 namespace fa::demo {
 
@@ -75,7 +75,7 @@ inline void print_banner(int chapter, const Banner& banner) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Steps 2 and 3: one check of a chapter against the stage before it (fa::Check, common/chapter.h).
+// Steps 2 and 3: one check of a chapter against the stage before it (fa::Check, common/program.h).
 
 // "PASS  <checked>: <error>; bound <bound>", PASS in green or FAIL in red when colour is true.
 inline std::string verdict_line(const Check& c, bool colour) {

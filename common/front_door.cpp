@@ -13,7 +13,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "common/chapter.h"
+#include "common/program.h"
 #include "common/npy.h"
 
 namespace fa {

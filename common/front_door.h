@@ -1,4 +1,4 @@
-// The front door's guards (common/chapter.h, Program): what keeps a demo's messages, its verdict
+// The front door's guards (common/program.h, Program): what keeps a demo's messages, its verdict
 // and its files true when the world around the program is careless or hostile. Program calls
 // each at its step; a chapter's main.cpp needs only say() (chapter 09, whose ranks end themselves).
 //

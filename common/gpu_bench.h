@@ -11,7 +11,7 @@
 //
 // The launch must only put work on the default stream; median_ms records an event before and
 // after it, waits for the second, and reads the time between them (cudaEventElapsedTime, about
-// 0.5 microseconds of resolution). Every CUDA call is checked (common/simt/cuda_check.h).
+// 0.5 microseconds of resolution). Every CUDA call is checked (common/simt/runtime/cuda_check.h).
 // Source: CUDA C++ Programming Guide, "Events" (timing with cudaEventRecord/cudaEventElapsedTime);
 // cuRAND Library, "Device API Overview" (Philox4_32_10, curand_normal4).
 #pragma once
@@ -27,7 +27,7 @@
 #include <cuda_runtime.h>
 #include <CLI/CLI.hpp>
 
-#include "common/simt/cuda_check.h"  // after <cuda_runtime.h>
+#include "common/simt/runtime/cuda_check.h"  // after <cuda_runtime.h>
 
 namespace fa::bench {
 

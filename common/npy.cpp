@@ -38,7 +38,7 @@
 #include <fmt/format.h>
 
 #include "common/memory.h"
-#include "common/simt/half_precision.h"  // simt::f16: float16 files, widened exactly
+#include "common/simt/instructions/half_precision.h"  // simt::f16: float16 files, widened exactly
 #include "common/temporary_file.h"
 
 namespace fa {

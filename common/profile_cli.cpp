@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "common/device.h"
-#include "common/simt/racecheck.h"
+#include "common/simt/tools/racecheck.h"
 
 namespace fa {
 namespace {

@@ -1,7 +1,7 @@
 // The demos' --profile, --profile-json FILE and --racecheck: simt's memory profile
-// (common/simt/profile.h) and race checker (common/simt/racecheck.h) of the kernels a demo runs on
+// (common/simt/tools/profile.h) and race checker (common/simt/tools/racecheck.h) of the kernels a demo runs on
 // the CPU. An attention demo gets all three with its inputs' flags (fa::AttentionFlags::add_to,
-// common/chapter.h, which calls add_profile_flags with its --device); another program with one line:
+// common/program.h, which calls add_profile_flags with its --device); another program with one line:
 //
 //   fa::add_profile_flags(app);                 // kernels that always run on the CPU
 //
@@ -14,7 +14,7 @@
 // flag is refused with one line that says why (exit status 2), before any work. The profile's
 // table is printed (and its JSON written) when the program ends, if it launched a kernel, or earlier where the demo
 // calls end_profile() to use the counts itself. The race checker's report comes at the very end: every hazard, then one
-// summary line, and exit status 1 if it found anything, whatever the demo's verdict was (common/simt/racecheck.h).
+// summary line, and exit status 1 if it found anything, whatever the demo's verdict was (common/simt/tools/racecheck.h).
 #pragma once
 
 #include <string>
@@ -22,7 +22,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "common/simt/profile.h"
+#include "common/simt/tools/profile.h"
 
 namespace fa {
 
@@ -34,7 +34,7 @@ void add_profile_flags(CLI::App& app, const std::string& device);
 void add_profile_flags(CLI::App& app);
 
 // The file --profile-json names, or empty where it was not given: an attention demo's front door
-// checks that it can be written before any work (fa::AttentionFlags::plan, common/chapter.h).
+// checks that it can be written before any work (fa::AttentionFlags::plan, common/program.h).
 const std::string& profile_json_path();
 
 // Ends the profile now, if one was asked for: prints its table for --profile, writes the JSON for

@@ -1,4 +1,4 @@
-// The front door of every demo (common/chapter.h, part 2): Program, Plan, Output, and the verdict's
+// The front door of every demo (common/program.h): Program, Plan, Output, and the verdict's
 // helpers.
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -16,7 +16,7 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
-#include "common/chapter.h"
+#include "common/program.h"
 #include "common/demo.h"
 #include "common/front_door.h"
 #include "common/npy.h"

@@ -31,7 +31,7 @@ inline double bound_from_plain(double plain_error, double u = kFloat32UnitRoundo
 
 // "2 x 3.1e-07 + 6e-08 = 6.8e-07": how the bound was made, for a demo to print; where the plain
 // evaluation's error is infinite or NaN (it overflowed on this input), says that there is no bound,
-// which every verdict counts as a FAIL (common/chapter.h, within). Never throws.
+// which every verdict counts as a FAIL (common/program.h, within). Never throws.
 inline std::string explain_bound(double plain_error, double u = kFloat32UnitRoundoff) {
   const std::string made = fmt::format("2 x {:.2g} (a plain evaluation's error) + {:.1g} = {:.2g}", plain_error, u,
                                        bound_from_plain(plain_error, u));

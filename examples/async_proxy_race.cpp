@@ -32,7 +32,7 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
-#include "common/simt/racecheck.h"
+#include "common/simt/tools/racecheck.h"
 #include "common/simt/simt.h"
 #include "examples/example_flags.h"
 

@@ -10,7 +10,7 @@
 //   simt_bank_conflicts --stride 2 --bytes 8 --profile --profile-json conflicts.json
 //
 // Without --profile it prints each lane's word and bank and the count that the rule of
-// common/simt/profile_count.h predicts; with --profile, what the profiled kernel measured.
+// common/simt/tools/detail/profile_counting.h predicts; with --profile, what the profiled kernel measured.
 // docs/profiling.md draws the banks for these strides.
 #include <cstdint>
 #include <cstring>
@@ -22,7 +22,7 @@
 #include <CLI/CLI.hpp>
 
 #include "common/profile_cli.h"
-#include "common/simt/profile_count.h"
+#include "common/simt/tools/detail/profile_counting.h"
 #include "common/simt/simt.h"
 
 namespace demo::SIMT_BACKEND {

@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
-#include "common/simt/schedule.h"
+#include "common/simt/runtime/schedule.h"
 
 namespace example {
 

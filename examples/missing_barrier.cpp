@@ -17,7 +17,7 @@
 #include <CLI/CLI.hpp>
 
 #include "common/random.h"
-#include "common/simt/racecheck.h"
+#include "common/simt/tools/racecheck.h"
 #include "common/simt/simt.h"
 #include "examples/example_flags.h"
 

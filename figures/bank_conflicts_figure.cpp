@@ -4,7 +4,7 @@
 // For each stride, a row of 32 columns, one per bank (word w is in bank w % 32). Each lane is a
 // square in the column of its bank; lanes that need another word of the same bank stack up, and
 // the highest stack is the number of wavefronts, which the caption takes from simt's own rule
-// (simt::profile::shared_cost, common/simt/profile_count.h), so the figure cannot disagree with
+// (simt::profile::shared_cost, common/simt/tools/detail/profile_counting.h), so the figure cannot disagree with
 // the counts of --profile. Stacks above 8 are cut, with the count written on top.
 #include <algorithm>
 #include <array>
@@ -14,7 +14,7 @@
 
 #include <fmt/format.h>
 
-#include "common/simt/profile_count.h"
+#include "common/simt/tools/detail/profile_counting.h"
 #include "figures/figures.h"
 #include "figures/svg.h"
 
@@ -100,7 +100,7 @@ std::string bank_conflicts_figure() {
   y += 16;
   for (const unsigned stride : {1u, 2u, 33u, 32u, 0u}) body += bank_row(stride, y);
   body += text(24, y + 24,
-               "Counts from simt::profile::shared_cost (common/simt/profile_count.h), the rule of --profile; "
+               "Counts from simt::profile::shared_cost (common/simt/tools/detail/profile_counting.h), the rule of --profile; "
                "a stack of more than 8 is cut,",
                R"(class="small")");
   body +=

@@ -24,7 +24,7 @@
 //                                     common/simt's CPU emulation (mma_fragment_map)
 //   7. bank-conflicts.svg             bank_conflicts_figure(): static; the 32 banks of shared memory
 //                                     for one warp at strides 1, 2, 33, 32 and 0, counted by
-//                                     simt::profile::shared_cost (common/simt/profile_count.h)
+//                                     simt::profile::shared_cost (common/simt/tools/detail/profile_counting.h)
 //   8. backward-tiles.svg             backward_tiles_figure(): static; ch07::walk_backward, causal:
 //                                     the tiles one block of each backward kernel touches
 //   9. decoding-merge.svg             decoding_merge_figure(): animated; chapter 08's split kernel and
@@ -143,7 +143,7 @@ std::string ring_steps_figure();
 // Figures 12 and 13: one block of chapter 10's kernel (ch10::hopper_attention on the CPU, bf16,
 // head dim hopper_head_dim, hopper_rows_q queries, hopper_rows_k keys: hopper_rows_k / Bc key tiles
 // through the ring of stages, each stage filled three times), run under simt's trace listener
-// (common/simt/observer.h, TraceScope: the schedule in_order, one host thread), and what it did,
+// (common/simt/tools/detail/observer.h, TraceScope: the schedule in_order, one host thread), and what it did,
 // in the order simt ran it. The inputs' values change nothing in the trace; they are all 1.
 inline constexpr std::size_t hopper_rows_q = 128;
 inline constexpr std::size_t hopper_rows_k = 384;

@@ -21,7 +21,7 @@
 #include <fmt/format.h>
 
 #include "chapters/10_hopper/hopper.h"
-#include "common/simt/hopper.h"
+#include "common/simt/instructions/hopper.h"
 #include "figures/figures.h"
 #include "figures/svg.h"
 

@@ -111,7 +111,7 @@ std::string hopper_pipeline_figure() {
   body += small_lines(
       margin, 58, 18,
       {fmt::format("One block of hopper_kernel (head dim {}, {} queries, {} keys: {} key tiles through a ring of {} "
-                   "stages), traced by a simt TraceListener (common/simt/trace.h).",
+                   "stages), traced by a simt TraceListener (common/simt/tools/trace.h).",
                    hopper_head_dim, hopper_rows_q, hopper_rows_k, trace.tiles, trace.stages),
        "Step k is the k-th event in the order simt's fibers ran them (schedule in_order, one host thread): order, "
        "not time. Each consumer is drawn by its first",

@@ -30,7 +30,7 @@
 #include <fmt/format.h>
 
 #include "chapters/10_hopper/hopper.h"
-#include "common/simt/trace.h"
+#include "common/simt/tools/trace.h"
 #include "figures/figures.h"
 
 namespace figures {

@@ -4,7 +4,7 @@
 Runs a chapter's program under gdb with a breakpoint on simt's grid runner
 (simt::cpu::detail::run_grid), takes the first backtrace whose frames name the chapter's namespace
 (chapter 07 runs chapter 05's forward first), and measures the frames from main() to simt's launch
-(the first frame in common/simt/launch.h, counted):
+(the first frame in common/simt/runtime/launch_cpu.h, counted):
 
   frames      how many, main and simt::launch included         at most --frames (8)
   files       how many source files they stand in               at most --files (4)
@@ -81,7 +81,7 @@ def in_common(path: str) -> bool:
 
 
 def is_launch(path: str) -> bool:
-    return path.endswith("common/simt/launch.h")
+    return path.endswith("common/simt/runtime/launch_cpu.h")
 
 
 def main() -> int:
@@ -113,7 +113,7 @@ def main() -> int:
     start = next((n for n, (function, _) in enumerate(outermost_first) if function == "main"), None)
     end = next((n for n, (_, path) in enumerate(outermost_first) if is_launch(path)), None)
     if start is None or end is None:
-        print("check_road: the backtrace holds no main() or no frame in common/simt/launch.h", file=sys.stderr)
+        print("check_road: the backtrace holds no main() or no frame in common/simt/runtime/launch_cpu.h", file=sys.stderr)
         return 2
     frames = outermost_first[start:end + 1]
     for n, (function, path) in enumerate(frames):

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes common/simt/hopper_gpu_wgmma.h: the inline PTX of wgmma .m64nNk16 (bf16, f16) and
+"""Writes common/simt/instructions/detail/hopper_gpu_wgmma.h: the inline PTX of wgmma .m64nNk16 (bf16, f16) and
 .m64nNk32 (FP8) for every N that hopper.h lists. Each N needs its own asm string (N / 2 accumulator registers, each an operand), and
 an asm string must be a literal, so the lines are written out here rather than by the preprocessor.
 

@@ -1,4 +1,4 @@
-// Chapter 04's three kernels under simt's race checker (common/simt/racecheck.h): no race between
+// Chapter 04's three kernels under simt's race checker (common/simt/tools/racecheck.h): no race between
 // threads, warps or blocks, and no read of memory that nothing wrote, on the short list of shapes
 // (a single query, a ragged key tile, tails, both sides of the causal diagonal, rows that see no
 // key), causal or not. Built where the build has profiled copies (tests/CMakeLists.txt): not under

@@ -1,4 +1,4 @@
-// Chapter 05's kernel under simt's race checker (common/simt/racecheck.h): no race between threads,
+// Chapter 05's kernel under simt's race checker (common/simt/tools/racecheck.h): no race between threads,
 // warps or blocks, and no read of memory that nothing wrote. Every tile of the head dim, on a single query against
 // a ragged key tile, tails, and both sides of the causal diagonal with rows that see no key,
 // causal or not, at head dim 64; the other head dims on one shape (the barriers and tiles do not

@@ -1,4 +1,4 @@
-// Chapter 06's kernel under simt's race checker (common/simt/racecheck.h): no race between threads,
+// Chapter 06's kernel under simt's race checker (common/simt/tools/racecheck.h): no race between threads,
 // warps or blocks, and no read of memory that nothing wrote, on the short list of shapes (a single
 // query, a ragged key tile, tails, both sides of the causal diagonal, rows that see no key), both
 // head dims, both tiles, causal or not, bf16 and fp16 taking turns. This is where a missing

@@ -28,7 +28,7 @@
 #include "definition.h"
 #include "doc_table.h"
 #if !FA_TEST_ON_GPU
-#include "common/simt/schedule.h"
+#include "common/simt/runtime/schedule.h"
 #endif
 
 namespace {

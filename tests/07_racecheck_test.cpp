@@ -1,4 +1,4 @@
-// Chapter 07's kernels under simt's race checker (common/simt/racecheck.h), both dQ methods: no
+// Chapter 07's kernels under simt's race checker (common/simt/tools/racecheck.h), both dQ methods: no
 // race between threads, warps or blocks, and no read of memory that nothing wrote, on the short
 // list of shapes (a single query, a ragged key tile, tails, both sides of the causal diagonal, rows
 // that see no key), causal or not, at head dim 32; and the tiles of a T4 at head dims 64 and 128 on

@@ -1,4 +1,4 @@
-// Chapter 08's kernels under simt's race checker (common/simt/racecheck.h): no race between threads,
+// Chapter 08's kernels under simt's race checker (common/simt/tools/racecheck.h): no race between threads,
 // warps or blocks, and no read of memory that nothing wrote, in the split kernel and in the combine.
 // Sequences of lengths 0, 1, 17 and 150 in one batch (an empty sequence, a single key, a ragged
 // tile, chunks that end inside pages and tiles), a paged cache whose pages divide the tile (16) and

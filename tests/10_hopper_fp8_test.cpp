@@ -24,8 +24,8 @@
 #include "chapters/10_hopper/lab/fp8_error.h"
 #include "common/compare.h"
 #include "common/random.h"
-#include "common/simt/fp8.h"
-#include "common/simt/half_precision.h"
+#include "common/simt/instructions/fp8.h"
+#include "common/simt/instructions/half_precision.h"
 #include "common/simt/simt.h"
 
 namespace {

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "catch.h"
-#include "common/chapter.h"
+#include "common/program.h"
 #include "common/device.h"
 #include "common/random.h"
 #include "common/tensor.h"
@@ -50,7 +50,7 @@ std::string device_refusal(Check check) {
 inline constexpr std::size_t kT4SharedBytes = 65536, kA100SharedBytes = 166912, kH100SharedBytes = 232448;
 
 // The tiles of `tiles` that the device of these tests can hold: every one on the CPU (no limit of
-// shared memory there: common/simt/launch.h); on a GPU those whose shared memory per block
+// shared memory there: common/simt/runtime/launch_cpu.h); on a GPU those whose shared memory per block
 // (`bytes`, the chapter's formula) fits what it gives a block (fa::gpu_shared_bytes_per_block:
 // 64 KiB on a T4). Each one left out is named in a warning with its bytes and the GPU's limit, so a
 // T4 runs the tiles it holds and says which it cannot, instead of failing at their launch.

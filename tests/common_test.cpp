@@ -8,7 +8,7 @@
 
 #include "catch.h"
 #include "common/attention_shapes.h"
-#include "common/chapter.h"
+#include "common/program.h"
 #include "common/compare.h"
 #include "common/device.h"
 #include "common/memory.h"

@@ -14,7 +14,7 @@
 #include <CLI/CLI.hpp>
 
 #include "catch.h"
-#include "common/chapter.h"
+#include "common/program.h"
 #include "common/demo.h"
 #include "common/front_door.h"
 #include "common/npy.h"

@@ -9,7 +9,7 @@
 #include <string_view>
 
 #include "catch.h"
-#include "common/chapter.h"
+#include "common/kernel_problem.h"
 
 namespace fa_test {
 

@@ -29,7 +29,7 @@
 #include "chapters/03_online_weighted_sum/online_weighted_sum.h"
 #include "chapters/05_flash_attention_2/lab/traffic_table.h"
 #include "chapters/10_hopper/hopper.h"
-#include "common/simt/hopper.h"
+#include "common/simt/instructions/hopper.h"
 #include "figures/figures.h"
 
 #ifndef FA_SOURCE_DIR

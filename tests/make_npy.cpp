@@ -26,7 +26,7 @@
 #include <filesystem>
 #include <string>
 
-#include "common/chapter.h"
+#include "common/program.h"
 #include "common/npy.h"
 #include "common/random.h"
 

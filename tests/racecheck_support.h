@@ -1,4 +1,4 @@
-// The chapters' tests under simt's race checker (common/simt/racecheck.h): a test case tagged
+// The chapters' tests under simt's race checker (common/simt/tools/racecheck.h): a test case tagged
 // [racecheck] runs its chapter's kernels on the CPU with the checker on, which then runs their
 // profiled copies and sees every access, and requires that it found no race and no read of memory
 // nothing wrote. Built where the build has profiled copies (SIMT_PROFILED_KERNELS: not under the
@@ -9,7 +9,7 @@
 #include <functional>
 
 #include "catch.h"
-#include "common/simt/racecheck.h"
+#include "common/simt/tools/racecheck.h"
 
 namespace fa_test {
 

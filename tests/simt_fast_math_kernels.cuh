@@ -1,4 +1,4 @@
-// The test kernel of common/simt/fast_math.h, written once and compiled for both backends (as the
+// The test kernel of common/simt/instructions/fast_math.h, written once and compiled for both backends (as the
 // chapters' kernels are): simt_fast_math_test::cpu (host compiler, simt_fast_math_test.cpp) and
 // simt_fast_math_test::gpu (nvcc, simt_fast_math_gpu_runs.cu).
 #pragma once

@@ -1,4 +1,4 @@
-// simt::ex2_approx_ftz on the CPU (common/simt/fast_math.h): 2^x as std::exp2f computes it, with
+// simt::ex2_approx_ftz on the CPU (common/simt/instructions/fast_math.h): 2^x as std::exp2f computes it, with
 // the .ftz of the PTX instruction: subnormal inputs count as 0, subnormal results become 0. Called
 // directly and from a kernel (simt_fast_math_kernels.cuh), which must agree.
 #include <cmath>

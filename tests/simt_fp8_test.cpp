@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "catch.h"
-#include "common/simt/fp8.h"
+#include "common/simt/instructions/fp8.h"
 
 #if FA_HAVE_CUDA
 #include <cuda_fp8.h>

@@ -2,7 +2,7 @@
 // Building this file is the check that every test kernel is CUDA that nvcc accepts.
 #include "simt_test_kernels.cuh"
 
-// What the GPU path does with memory nothing wrote yet (common/simt/gpu.h, SIMT_POISON): whether
+// What the GPU path does with memory nothing wrote yet (common/simt/runtime/runtime_gpu.h, SIMT_POISON): whether
 // this nvcc build poisons, whether a fresh DeviceBuffer is filled in this run (not with SIMT_POISON=0
 // in the environment), and what a fresh DeviceBuffer of `count` floats holds.
 namespace simt_test::gpu {

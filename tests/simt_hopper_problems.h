@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "common/simt/fp8.h"
-#include "common/simt/hopper.h"
+#include "common/simt/instructions/fp8.h"
+#include "common/simt/instructions/hopper.h"
 #include "simt_hopper_reference.h"
 #include "simt_hopper_runs.h"
 

@@ -18,7 +18,7 @@
 #include <cstring>
 #include <vector>
 
-#include "common/simt/hopper.h"
+#include "common/simt/instructions/hopper.h"
 
 namespace simt_hopper_test {
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "common/simt/hopper.h"
+#include "common/simt/instructions/hopper.h"
 #include "simt_runs_support.h"
 
 namespace simt_hopper_test {

@@ -1,4 +1,4 @@
-// simt's memory profile: the counting rule on hand-worked patterns (common/simt/profile_count.h),
+// simt's memory profile: the counting rule on hand-worked patterns (common/simt/tools/detail/profile_counting.h),
 // the profiled kernels of simt_profile_kernels.cuh against the same patterns counted by hand, and
 // chapter 05's kernel against the bytes its traffic model says it moves.
 //
@@ -13,8 +13,8 @@
 #include "chapters/05_flash_attention_2/flash_attention_2.h"
 #include "chapters/05_flash_attention_2/lab/traffic_model.h"
 #include "common/random.h"
-#include "common/simt/profile.h"
-#include "common/simt/profile_count.h"
+#include "common/simt/tools/profile.h"
+#include "common/simt/tools/detail/profile_counting.h"
 #if SIMT_PROFILED_KERNELS
 #include "simt_profile_kernels.h"
 #endif

@@ -1,5 +1,5 @@
 // Small kernels that mirror the races of this book's kernels, each with the fix one flag away, for
-// simt's race checker (common/simt/racecheck.h). Written once in ordinary CUDA and compiled only as
+// simt's race checker (common/simt/tools/racecheck.h). Written once in ordinary CUDA and compiled only as
 // a profiled copy (simt_racecheck_kernels.cpp), whose every access the checker sees.
 //
 // The comments `// [name]` mark the lines tests/simt_racecheck_test.cpp expects in a report: the

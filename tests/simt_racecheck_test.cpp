@@ -1,4 +1,4 @@
-// simt's race checker (common/simt/racecheck.h): the races this book's kernels can have, planted in
+// simt's race checker (common/simt/tools/racecheck.h): the races this book's kernels can have, planted in
 // small kernels that mirror them (simt_racecheck_kernels.cuh), each found with its kind and both
 // source lines under every schedule and number of host threads, with the same report word for
 // word; their fixed versions clean; uninitialised reads; and simt's own test kernels clean, except
@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "catch.h"
-#include "common/simt/racecheck.h"
-#include "common/simt/schedule.h"
+#include "common/simt/tools/racecheck.h"
+#include "common/simt/runtime/schedule.h"
 #if SIMT_PROFILED_KERNELS
 #include "simt_racecheck_kernels.h"
 #include "simt_tensor_core_runs.h"

@@ -40,7 +40,7 @@ inline std::string skip_reason(int cc, const std::string& why) {
 #if defined(__CUDACC__)
 #include <cuda_runtime.h>
 
-#include "common/simt/cuda_check.h"
+#include "common/simt/runtime/cuda_check.h"
 
 int simt_gpu_tests::compute_capability() {
   int device = 0, major = 0, minor = 0;

@@ -16,7 +16,7 @@
 using namespace simt_tensor_test;
 
 // mma.m16n8k16 with bf16 and cp.async need sm_80; built for an older GPU they trap
-// (common/simt/tensor_core_gpu.h). There the test case is skipped and says why.
+// (common/simt/instructions/detail/tensor_core_gpu.h). There the test case is skipped and says why.
 #define SKIP_UNLESS_SM80() \
   SIMT_SKIP_UNLESS_CC([](int cc) { return cc >= 80; }, "the tensor-core instructions tested here need 8.0 or newer")
 

@@ -66,7 +66,7 @@ struct Conversions {
 SIMT_DECLARE_RUNNERS(simt_tensor_test, SIMT_TENSOR_TEST_RUNNERS)
 
 // The profiled copy (built for tests/simt_racecheck_test.cpp): every access seen by simt's race
-// checker (common/simt/racecheck.h).
+// checker (common/simt/tools/racecheck.h).
 namespace simt_tensor_test::cpu_profiled {
 SIMT_TENSOR_TEST_RUNNERS
 }  // namespace simt_tensor_test::cpu_profiled

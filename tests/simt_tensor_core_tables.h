@@ -1,7 +1,7 @@
 // What the PTX ISA says each lane holds, written from its figures, for the tensor-core tests on the
 // CPU (simt_tensor_core_test.cpp) and on a GPU (simt_tensor_core_gpu_test.cpp).
 //
-// The emulation (common/simt/tensor_core.cpp) goes from a lane and a register to a row and a
+// The emulation (common/simt/instructions/detail/tensor_core_cpu.cpp) goes from a lane and a register to a row and a
 // column, by the formulas of the PTX ISA's text. These tables go the other way, from a matrix
 // element to the lane and register that hold it, as one reads the figures:
 //   "MMA .m16n8k16 fragment layout for matrix A with .f16/.bf16 type": row r of A is held by the

@@ -37,7 +37,7 @@ SIMT_TEST_RUNNERS
 }  // namespace simt_test::cpu
 
 // The profiled copy (built for tests/simt_racecheck_test.cpp): every access seen by simt's race
-// checker (common/simt/racecheck.h).
+// checker (common/simt/tools/racecheck.h).
 namespace simt_test::cpu_profiled {
 SIMT_TEST_RUNNERS
 }  // namespace simt_test::cpu_profiled

@@ -19,7 +19,7 @@
 #include <CLI/CLI.hpp>
 
 #include "chapters/01_safe_softmax/safe_softmax.h"
-#include "common/chapter.h"
+#include "common/program.h"
 
 namespace {
 

@@ -19,9 +19,8 @@
 // Causal mask: query i sees keys j <= i + seq_len_k - seq_len_q (bottom-right aligned, as in
 // FlashAttention 2.1+); a row that sees no key gets P = 0 and O = 0.
 //
-// This file is compiled into three builds (add_kernels in cmake/Chapters.cmake): by the host compiler through
-// common/simt (ch04::cpu), again with every memory access seen by simt's profile and race checker (ch04::cpu_profiled,
-// for --profile and --racecheck), and by nvcc (ch04::gpu). naive_attention.h declares its two entry points
+// Built three times, as every chapter's kernels are (ch04::cpu, ch04::cpu_profiled, ch04::gpu:
+// fa::Builds, common/kernel_problem.h). naive_attention.h declares its two entry points
 // (run_naive_attention, launch_naive_attention, at the end of this file) and picks the build that runs.
 //
 // Source: Dao et al. 2022, FlashAttention, section 2.2 (standard attention: S and P written to and read
@@ -136,7 +135,7 @@ __global__ void pv_kernel(const float* __restrict__ P, const float* __restrict__
 // batch_heads * seq_len_q * seq_len_k floats. Throws what simt::launch throws (a CUDA error on the
 // GPU; std::invalid_argument for an impossible launch, std::runtime_error for a broken barrier on
 // the CPU). Grid limits: batch_heads <= 65535 (gridDim.y and .z). With LaunchMode::asynchronous
-// the GPU returns once the three kernels are queued (common/simt/launch_mode.h).
+// the GPU returns once the three kernels are queued (common/simt/runtime/launch_mode.h).
 void launch_naive_attention(const float* Q, const float* K, const float* V, float* S, float* P, float* O,
                             const fa::DeviceProblem& problem, simt::LaunchMode mode) {
   const dim3 tile(16, 16);

@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "common/chapter.h"
+#include "common/kernel_problem.h"
 #include "common/memory.h"
-#include "common/simt/launch_mode.h"
+#include "common/simt/runtime/launch_mode.h"
 #include "common/tensor.h"
 
 namespace ch04 {
@@ -34,10 +34,10 @@ struct Result {
 };
 
 // The kernels' two entry points, compiled into each build of naive_attention.cuh (ch04::cpu,
-// ch04::cpu_profiled, ch04::gpu: fa::Builds, common/chapter.h).
+// ch04::cpu_profiled, ch04::gpu: fa::Builds, common/kernel_problem.h).
 //   Run:     host data in, host data out: the path of naive_attention().
 //   Launch:  the three launches on memory already on the GPU, waiting for the kernels or not as
-//            `mode` says (common/simt/launch_mode.h): what the GPU benchmark times. S and P hold
+//            `mode` says (common/simt/runtime/launch_mode.h): what the GPU benchmark times. S and P hold
 //            batch_heads * seq_len_q * seq_len_k floats.
 using Run = Result(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K, const fa::Tensor4<float>& V,
                    const fa::DeviceProblem& problem);

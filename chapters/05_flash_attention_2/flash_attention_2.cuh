@@ -33,9 +33,8 @@
 // Agreement with chapter 04: line 8 sums q[d] * k[d] in the same order (d = 0, 1, ...) and scales
 // afterwards, exactly as ch04's scores_kernel does, so both kernels see the same S bit for bit.
 //
-// This file is compiled into three builds (add_kernels in cmake/Chapters.cmake): by the host compiler through
-// common/simt (ch05::cpu), again with every memory access seen by simt's profile and race checker (ch05::cpu_profiled,
-// for --profile and --racecheck), and by nvcc (ch05::gpu). flash_attention_2.h declares its two entry points
+// Built three times, as every chapter's kernels are (ch05::cpu, ch05::cpu_profiled, ch05::gpu:
+// fa::Builds, common/kernel_problem.h). flash_attention_2.h declares its two entry points
 // (run_flash_attention_2, launch_flash_attention_2, at the end of this file) and picks the build that runs.
 //
 // Source: Dao 2023, FlashAttention-2 (arXiv:2307.08691), sections 3.1 and 3.2 and Algorithm 1;
@@ -104,7 +103,7 @@ __global__ void flash_attention_2_kernel(const float* __restrict__ Q, const floa
   float acc[kAccCols];
   for (float& a : acc) a = 0.0f;
 
-  // The causal mask: row i sees keys j < visible (fa::visible_keys, common/chapter.h). The block's
+  // The causal mask: row i sees keys j < visible (fa::visible_keys, common/kernel_problem.h). The block's
   // last real row sees the most keys, so key tiles from ceil(visible_last / Bc) on are skipped whole.
   // graded 05b: the keys row i sees: j < visible
   const int visible = fa::visible_keys(i, seq_len_q, seq_len_k, causal);
@@ -190,7 +189,7 @@ __global__ void flash_attention_2_kernel(const float* __restrict__ Q, const floa
 }
 
 // One compiled instance, launched on memory already on this backend's device, waiting for it or not
-// as `mode` says (common/simt/launch_mode.h). Grid: (ceil(seq_len_q / Br), batch * heads); block:
+// as `mode` says (common/simt/runtime/launch_mode.h). Grid: (ceil(seq_len_q / Br), batch * heads); block:
 // Br * 4 threads. Above 48 KiB of shared memory a GPU needs the kernel's opt-in first (a runtime call
 // the first time only). Throws what simt::launch throws.
 template <fa::KernelShape k>
@@ -218,16 +217,15 @@ void launch_flash_attention_2(const float* Q, const float* K, const float* V, fl
   kInstances[fa::compiled_index(problem, kCompiled)](Q, K, V, O, L, problem, mode);
 }
 
-// Host data in, host data out: Q, K, V to the device, O and L filled with NaN (DeviceBuffer::poison:
+// Host data in, host data out: Q, K, V to the device, O and L filled with NaN (simt::poisoned:
 // an element the kernel does not write cannot pass for a result, and simt's race checker reports a
 // read of one), the launch, O and L back.
 Result run_flash_attention_2(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K, const fa::Tensor4<float>& V,
                              const fa::DeviceProblem& problem) {
   const auto q = simt::to_device<float>(Q.values), k = simt::to_device<float>(K.values),
              v = simt::to_device<float>(V.values);
-  simt::DeviceBuffer<float> o(Q.values.size()), l(Q.shape.batch * Q.shape.heads * Q.shape.seq_len);
-  o.poison();
-  l.poison();
+  auto o = simt::poisoned<float>(Q.values.size());
+  auto l = simt::poisoned<float>(Q.shape.batch * Q.shape.heads * Q.shape.seq_len);
 
   const auto start = std::chrono::steady_clock::now();
   launch_flash_attention_2(q.data(), k.data(), v.data(), o.data(), l.data(), problem, simt::LaunchMode::synchronous);

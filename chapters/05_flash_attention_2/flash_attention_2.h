@@ -12,9 +12,9 @@
 #include <cstdint>
 #include <optional>
 
-#include "common/chapter.h"
+#include "common/kernel_problem.h"
 #include "common/memory.h"
-#include "common/simt/launch_mode.h"
+#include "common/simt/runtime/launch_mode.h"
 #include "common/tensor.h"
 
 namespace ch05 {
@@ -53,11 +53,11 @@ struct Options {
 using Result = fa::KernelRun;
 
 // The kernel's two entry points, compiled into each build of flash_attention_2.cuh (ch05::cpu,
-// ch05::cpu_profiled, ch05::gpu: fa::Builds, common/chapter.h). head_dim and the tile must be among
+// ch05::cpu_profiled, ch05::gpu: fa::Builds, common/kernel_problem.h). head_dim and the tile must be among
 // kCompiled (check_problem refuses anything else first).
 //   Run:     host data in, host data out: the path of flash_attention_2().
 //   Launch:  on memory already on the GPU, waiting for the kernel or not as `mode` says
-//            (common/simt/launch_mode.h): what the GPU benchmarks time.
+//            (common/simt/runtime/launch_mode.h): what the GPU benchmarks time.
 using Run = Result(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K, const fa::Tensor4<float>& V,
                    const fa::DeviceProblem& problem);
 using Launch = void(const float* Q, const float* K, const float* V, float* O, float* L,

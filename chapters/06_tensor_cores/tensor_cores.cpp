@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 
 #include "common/device.h"
-#include "common/simt/half_precision.h"
+#include "common/simt/instructions/half_precision.h"
 
 namespace ch06 {
 

@@ -54,9 +54,9 @@
 // For d = 128, Br = 128, Bc = 64 that is 96 KiB: above the 48 KiB default, so the host side asks
 // for it (cudaFuncSetAttribute).
 //
-// This file is compiled into three builds (add_kernels, cmake/Chapters.cmake): by the host compiler through common/simt
-// (ch06::cpu), where simt emulates mma.sync, ldmatrix and cp.async lane by lane, again with every memory access seen by
-// simt's profile and race checker (ch06::cpu_profiled: --profile, --racecheck), and by nvcc (ch06::gpu).
+// Built three times, as every chapter's kernels are (ch06::cpu, ch06::cpu_profiled, ch06::gpu:
+// fa::Builds, common/kernel_problem.h); on the CPU simt emulates mma.sync, ldmatrix and cp.async
+// lane by lane.
 //
 // Source: Dao 2023, FlashAttention-2 (arXiv:2307.08691), Algorithm 1 and sections 3.1-3.3; the
 // PTX ISA, "Warp-level matrix instructions" (mma.m16n8k16 fragments, ldmatrix) and "cp.async";
@@ -68,18 +68,9 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 
 #include "chapters/06_tensor_cores/tensor_cores.h"
 #include "common/simt/simt.h"
-
-// Full unrolling of the loops over fragments: without it nvcc keeps the fragment arrays in local
-// memory instead of registers. (The host compiler needs no hint.)
-#if defined(__CUDACC__)
-#define CH06_UNROLL _Pragma("unroll")
-#else
-#define CH06_UNROLL
-#endif
 
 namespace ch06::SIMT_BACKEND {
 
@@ -140,28 +131,11 @@ __device__ __forceinline__ void mma_row_tiles(float (&c)[kRowTiles][BLOCKS][4], 
                                               const std::uint32_t (&a)[kRowTiles][4], const std::uint32_t (&b)[4]) {
   const std::uint32_t b_lo[2] = {b[0], b[1]};
   const std::uint32_t b_hi[2] = {b[2], b[3]};
-  CH06_UNROLL
+  SIMT_UNROLL
   for (int rt = 0; rt < kRowTiles; ++rt) {
     Ops::mma(c[rt][n], a[rt], b_lo);
     Ops::mma(c[rt][n + 1], a[rt], b_hi);
   }
-}
-
-// One 32-bit store (a pair of elements) and one 16-byte copy, both to or from aligned addresses:
-// plain word-sized accesses on the GPU (uint4: one 128-bit load and store), memcpy on the CPU.
-__device__ __forceinline__ void store_pair(void* dst, std::uint32_t pair) {
-#if defined(__CUDACC__)
-  *static_cast<std::uint32_t*>(dst) = pair;
-#else
-  std::memcpy(dst, &pair, sizeof pair);
-#endif
-}
-__device__ __forceinline__ void copy_16_bytes(void* dst, const void* src) {
-#if defined(__CUDACC__)
-  *static_cast<uint4*>(dst) = *static_cast<const uint4*>(src);
-#else
-  std::memcpy(dst, src, 16);
-#endif
 }
 
 // One thread's share of copying a [ROWS][HEAD_DIM] tile into swizzled shared memory by cp.async,
@@ -184,7 +158,7 @@ struct TileCopy {
   int shared_offset[kPeriod];  // its first kPeriod chunks in the swizzled tile
 
   __device__ explicit TileCopy(int tid) : global_offset((tid / kChunksPerRow) * HEAD_DIM + (tid % kChunksPerRow) * 8) {
-    CH06_UNROLL
+    SIMT_UNROLL
     for (int p = 0; p < kPeriod; ++p) {
       shared_offset[p] = swizzled<HEAD_DIM>(tid / kChunksPerRow + p * kRowStep, (tid % kChunksPerRow) * 8);
     }
@@ -203,12 +177,12 @@ struct TileCopy {
   __device__ void start(Element* tile, const Element* head, int row0, int seq_len, const Element* any) const {
     const Element* source = head + row0 * HEAD_DIM + global_offset;
     if (row0 + ROWS <= seq_len) {
-      CH06_UNROLL
+      SIMT_UNROLL
       for (int i = 0; i < kCopies; ++i) simt::cp_async_16(tile + tile_offset(i), source + i * kRowStep * HEAD_DIM);
     } else {
       // Copy i is inside when i * kRowStep < rows_left (this thread's first row is global_offset / HEAD_DIM).
       const int rows_left = seq_len - row0 - global_offset / HEAD_DIM;
-      CH06_UNROLL
+      SIMT_UNROLL
       for (int i = 0; i < kCopies; ++i) {
         const bool inside = i * kRowStep < rows_left;
         simt::cp_async_16(tile + tile_offset(i), inside ? source + i * kRowStep * HEAD_DIM : any, inside);
@@ -220,10 +194,10 @@ struct TileCopy {
   // copies have landed (cp_async_wait_group): before the barrier that shows them to other threads.
   template <class Element>
   __device__ void scale(Element* tile, float factor) const {
-    CH06_UNROLL
+    SIMT_UNROLL
     for (int i = 0; i < kCopies; ++i) {
       Element* chunk = tile + tile_offset(i);
-      CH06_UNROLL
+      SIMT_UNROLL
       for (int e = 0; e < 8; ++e) chunk[e] = Element(static_cast<float>(chunk[e]) * factor);
     }
   }
@@ -275,7 +249,7 @@ __global__ void __launch_bounds__(Br / kRowsPerWarp * 32, kMinWarpsPerSM / (Br /
   const TileCopy<HEAD_DIM, Br, kThreads> q_copy(tid);
   const TileCopy<HEAD_DIM, Bc, kThreads> kv_copy(tid);  // K and V tiles have the same shape
 
-  // The causal mask: row i sees keys j < visible(i) (fa::visible_keys, common/chapter.h). The
+  // The causal mask: row i sees keys j < visible(i) (fa::visible_keys, common/kernel_problem.h). The
   // block's last real row sees the most keys: tiles from ceil(visible(last) / Bc) on are skipped
   // whole. Tiles wholly below the block's first row's diagonal, and not past seq_len_k, need no mask.
   auto visible = [&](int i) { return fa::visible_keys(i, seq_len_q, seq_len_k, causal); };
@@ -309,13 +283,13 @@ __global__ void __launch_bounds__(Br / kRowsPerWarp * 32, kMinWarpsPerSM / (Br /
   std::uint32_t q_frag[kDSteps][kRowTiles][4];  // all of them where kQInRegisters, else one k-step at a time
   const int q_lane = swizzled<HEAD_DIM>(warp_row0 + lane % 16, (lane / 16) * 8);
   auto load_q_fragments = [&](int kd) {
-    CH06_UNROLL
+    SIMT_UNROLL
     for (int rt = 0; rt < kRowTiles; ++rt) {
       simt::ldmatrix_x4(q_frag[kd][rt], Qs + columns_right(q_lane, kd) + rt * kMmaRows * HEAD_DIM);
     }
   };
   if constexpr (kQInRegisters) {
-    CH06_UNROLL
+    SIMT_UNROLL
     for (int kd = 0; kd < kDSteps; ++kd) load_q_fragments(kd);
   }
 
@@ -324,11 +298,11 @@ __global__ void __launch_bounds__(Br / kRowsPerWarp * 32, kMinWarpsPerSM / (Br /
   // columns), the quad's four parts added once, at the end. acc: the accumulator fragments of O_i.
   float m[kRowTiles][2], l[kRowTiles][2];
   float acc[kRowTiles][kDBlocks][4];
-  CH06_UNROLL
+  SIMT_UNROLL
   for (int rt = 0; rt < kRowTiles; ++rt) {
     m[rt][0] = m[rt][1] = -INFINITY;
     l[rt][0] = l[rt][1] = 0.0f;
-    CH06_UNROLL
+    SIMT_UNROLL
     for (int nd = 0; nd < kDBlocks; ++nd) acc[rt][nd][0] = acc[rt][nd][1] = acc[rt][nd][2] = acc[rt][nd][3] = 0.0f;
   }
 
@@ -361,15 +335,15 @@ __global__ void __launch_bounds__(Br / kRowsPerWarp * 32, kMinWarpsPerSM / (Br /
     // (keys 0-7, d 8-15), (keys 8-15, d 0-7), (keys 8-15, d 8-15); registers 0-1 are b0, b1 of the
     // first 8 keys, registers 2-3 of the next 8. Each fragment serves both row tiles.
     float s[kRowTiles][kKeyBlocks][4];
-    CH06_UNROLL
+    SIMT_UNROLL
     for (int rt = 0; rt < kRowTiles; ++rt) {
-      CH06_UNROLL
+      SIMT_UNROLL
       for (int nb = 0; nb < kKeyBlocks; ++nb) s[rt][nb][0] = s[rt][nb][1] = s[rt][nb][2] = s[rt][nb][3] = 0.0f;
     }
-    CH06_UNROLL
+    SIMT_UNROLL
     for (int kd = 0; kd < kDSteps; ++kd) {
       if constexpr (!kQInRegisters) load_q_fragments(kd);
-      CH06_UNROLL
+      SIMT_UNROLL
       for (int nk = 0; nk < kKeySteps; ++nk) {
         std::uint32_t k_frag[4];
         simt::ldmatrix_x4(k_frag, Ks + columns_right(k_at, kd) + nk * 16 * HEAD_DIM);
@@ -380,11 +354,11 @@ __global__ void __launch_bounds__(Br / kRowsPerWarp * 32, kMinWarpsPerSM / (Br /
     // Every score this lane holds: element e of key block nb of row tile rt is row g + 8 (e / 2)
     // of the tile, key j0 + 8 nb + 2t + e % 2.
     auto each_score = [&](auto&& f) {
-      CH06_UNROLL
+      SIMT_UNROLL
       for (int rt = 0; rt < kRowTiles; ++rt) {
-        CH06_UNROLL
+        SIMT_UNROLL
         for (int nb = 0; nb < kKeyBlocks; ++nb) {
-          CH06_UNROLL
+          SIMT_UNROLL
           for (int e = 0; e < 4; ++e) f(rt, nb, e);
         }
       }
@@ -401,12 +375,12 @@ __global__ void __launch_bounds__(Br / kRowsPerWarp * 32, kMinWarpsPerSM / (Br /
 
     // Line 9: the new max of each row: this lane's columns, then its quad (lanes ^1, ^2).
     float m_new[kRowTiles][2], m_safe[kRowTiles][2], rescale[kRowTiles][2];
-    CH06_UNROLL
+    SIMT_UNROLL
     for (int rt = 0; rt < kRowTiles; ++rt) {
-      CH06_UNROLL
+      SIMT_UNROLL
       for (int h = 0; h < 2; ++h) {
         float tile_max = -INFINITY;
-        CH06_UNROLL
+        SIMT_UNROLL
         for (int nb = 0; nb < kKeyBlocks; ++nb) {
           tile_max = fmaxf(tile_max, fmaxf(s[rt][nb][2 * h], s[rt][nb][2 * h + 1]));
         }
@@ -425,21 +399,21 @@ __global__ void __launch_bounds__(Br / kRowsPerWarp * 32, kMinWarpsPerSM / (Br /
     each_score([&](int rt, int nb, int e) {
       s[rt][nb][e] = simt::ex2_approx_ftz(fmaf(s[rt][nb][e], c, -m_safe[rt][e / 2] * c));
     });
-    CH06_UNROLL
+    SIMT_UNROLL
     for (int rt = 0; rt < kRowTiles; ++rt) {
-      CH06_UNROLL
+      SIMT_UNROLL
       for (int h = 0; h < 2; ++h) {
         float tile_sum = 0.0f;
-        CH06_UNROLL
+        SIMT_UNROLL
         for (int nb = 0; nb < kKeyBlocks; ++nb) tile_sum += s[rt][nb][2 * h] + s[rt][nb][2 * h + 1];
         l[rt][h] = l[rt][h] * rescale[rt][h] + tile_sum;
       }
     }
 
     // Line 10: acc = acc exp(m - m_new) + P V_j. First the rescale of what is already there.
-    CH06_UNROLL
+    SIMT_UNROLL
     for (int rt = 0; rt < kRowTiles; ++rt) {
-      CH06_UNROLL
+      SIMT_UNROLL
       for (int nd = 0; nd < kDBlocks; ++nd) {
         acc[rt][nd][0] *= rescale[rt][0];
         acc[rt][nd][1] *= rescale[rt][0];
@@ -454,9 +428,9 @@ __global__ void __launch_bounds__(Br / kRowsPerWarp * 32, kMinWarpsPerSM / (Br /
     // c0 c1 and c2 c3 of key blocks 2 ks and 2 ks + 1. Each pair is rounded to the element type
     // (all of them now: half the registers of the floats).
     std::uint32_t p_frag[kKeySteps][kRowTiles][4];
-    CH06_UNROLL
+    SIMT_UNROLL
     for (int ks = 0; ks < kKeySteps; ++ks) {
-      CH06_UNROLL
+      SIMT_UNROLL
       for (int rt = 0; rt < kRowTiles; ++rt) {
         const float(&lo)[4] = s[rt][2 * ks];
         const float(&hi)[4] = s[rt][2 * ks + 1];
@@ -473,9 +447,9 @@ __global__ void __launch_bounds__(Br / kRowsPerWarp * 32, kMinWarpsPerSM / (Br /
     // columns of d, registers 2-3 of the next 8. Each fragment serves both row tiles. The columns
     // of d go outside and the keys inside: one address (an XOR) per 16 columns, from which the key
     // steps are constants, and one pair of acc fragments per row tile at a time.
-    CH06_UNROLL
+    SIMT_UNROLL
     for (int nd2 = 0; nd2 < kDBlocks / 2; ++nd2) {
-      CH06_UNROLL
+      SIMT_UNROLL
       for (int ks = 0; ks < kKeySteps; ++ks) {
         std::uint32_t v_frag[4];
         simt::ldmatrix_x4_trans(v_frag, Vs + columns_right(v_at, nd2) + ks * 16 * HEAD_DIM);
@@ -483,7 +457,7 @@ __global__ void __launch_bounds__(Br / kRowsPerWarp * 32, kMinWarpsPerSM / (Br /
       }
     }
     // end graded
-    CH06_UNROLL
+    SIMT_UNROLL
     for (int rt = 0; rt < kRowTiles; ++rt) {
       m[rt][0] = m_new[rt][0];  // line 10: m = m_new
       m[rt][1] = m_new[rt][1];
@@ -496,9 +470,9 @@ __global__ void __launch_bounds__(Br / kRowsPerWarp * 32, kMinWarpsPerSM / (Br /
   // NaN, and the NaN goes on into O and L.)
   float inv_l[kRowTiles][2];
   float L_row[kRowTiles][2];
-  CH06_UNROLL
+  SIMT_UNROLL
   for (int rt = 0; rt < kRowTiles; ++rt) {
-    CH06_UNROLL
+    SIMT_UNROLL
     for (int h = 0; h < 2; ++h) {
       l[rt][h] += __shfl_xor_sync(kFullMask, l[rt][h], 1);
       l[rt][h] += __shfl_xor_sync(kFullMask, l[rt][h], 2);
@@ -510,31 +484,31 @@ __global__ void __launch_bounds__(Br / kRowsPerWarp * 32, kMinWarpsPerSM / (Br /
   // Line 14: O_i rounded to the element type, written into this warp's own rows of Q_i's shared
   // memory (no other warp reads them, and this warp's last ldmatrix of Q_i is done), then copied
   // out 16 bytes at a time. Pair (c0, c1) of d block nd is row g, columns 8 nd + 2t, +1.
-  CH06_UNROLL
+  SIMT_UNROLL
   for (int rt = 0; rt < kRowTiles; ++rt) {
     const int row = warp_row0 + rt * kMmaRows + g;
-    CH06_UNROLL
+    SIMT_UNROLL
     for (int nd = 0; nd < kDBlocks; ++nd) {
       const std::uint32_t lo = Ops::pack(acc[rt][nd][0] * inv_l[rt][0], acc[rt][nd][1] * inv_l[rt][0]);
       const std::uint32_t hi = Ops::pack(acc[rt][nd][2] * inv_l[rt][1], acc[rt][nd][3] * inv_l[rt][1]);
-      store_pair(Qs + swizzled<HEAD_DIM>(row, nd * 8 + 2 * t), lo);
-      store_pair(Qs + swizzled<HEAD_DIM>(row + 8, nd * 8 + 2 * t), hi);
+      simt::store_word(Qs + swizzled<HEAD_DIM>(row, nd * 8 + 2 * t), lo);
+      simt::store_word(Qs + swizzled<HEAD_DIM>(row + 8, nd * 8 + 2 * t), hi);
     }
   }
   __syncwarp();  // the warp's rows of O_i are complete in shared memory
   constexpr int kChunksPerRow = HEAD_DIM / 8;
-  CH06_UNROLL
+  SIMT_UNROLL
   for (int chunk = lane; chunk < kRowsPerWarp * kChunksPerRow; chunk += 32) {
     const int r = warp_row0 + chunk / kChunksPerRow;
     const int col = (chunk % kChunksPerRow) * 8;
     if (i0 + r < seq_len_q) {
-      copy_16_bytes(O + (bh * seq_len_q + i0 + r) * HEAD_DIM + col, Qs + swizzled<HEAD_DIM>(r, col));
+      simt::copy_16_bytes(O + (bh * seq_len_q + i0 + r) * HEAD_DIM + col, Qs + swizzled<HEAD_DIM>(r, col));
     }
   }
   // graded 06c: line 15, L_i: which lane writes the L of which rows
   // Line 15: L_i, by the first lane of each quad.
   if (t == 0) {
-    CH06_UNROLL
+    SIMT_UNROLL
     for (int rt = 0; rt < kRowTiles; ++rt) {
       const int i = i0 + warp_row0 + rt * kMmaRows + g;
       if (i < seq_len_q) L[bh * seq_len_q + i] = L_row[rt][0];
@@ -545,7 +519,7 @@ __global__ void __launch_bounds__(Br / kRowsPerWarp * 32, kMinWarpsPerSM / (Br /
 }
 
 // One compiled instance (Element: the type of Q, K, V and O), launched on memory already on this
-// backend's device, waiting for it or not as `mode` says (common/simt/launch_mode.h). Grid:
+// backend's device, waiting for it or not as `mode` says (common/simt/runtime/launch_mode.h). Grid:
 // (ceil(seq_len_q / Br), batch * heads); block: Br / 32 warps. Above 48 KiB of shared memory a GPU
 // needs the kernel's opt-in first (a runtime call the first time only).
 template <class Element, fa::KernelShape k>

@@ -15,8 +15,8 @@
 #include <string_view>
 #include <vector>
 
-#include "common/chapter.h"
-#include "common/simt/launch_mode.h"
+#include "common/kernel_problem.h"
+#include "common/simt/runtime/launch_mode.h"
 #include "common/tensor.h"
 
 namespace ch06 {
@@ -64,20 +64,20 @@ struct Options {
 // m + log(l), -inf for a row that sees no key; and the wall time of the launch.
 using Result = fa::KernelRun;
 
-// One attention problem as the kernel sees it (common/chapter.h), and the element type.
+// One attention problem as the kernel sees it (common/kernel_problem.h), and the element type.
 struct DeviceProblem : fa::DeviceProblem {
   ElementType element = ElementType::bf16;
 };
 
 // The kernel's two entry points, compiled into each build of tensor_cores.cuh (ch06::cpu, where
 // simt runs mma.sync, ldmatrix and cp.async lane by lane; ch06::cpu_profiled; ch06::gpu: fa::Builds,
-// common/chapter.h). The element type, head_dim and the tile must be among the compiled ones
+// common/kernel_problem.h). The element type, head_dim and the tile must be among the compiled ones
 // (check_problem refuses anything else first).
 //   Run:     host data in (float32 holding values of problem.element), host data out: the path of
 //            tensor_core_attention().
 //   Launch:  on memory already on the GPU, Q, K, V and O holding elements of problem.element (each
 //            head's rows 16-byte aligned), waiting for the kernel or not as `mode` says
-//            (common/simt/launch_mode.h): what the GPU benchmark times.
+//            (common/simt/runtime/launch_mode.h): what the GPU benchmark times.
 using Run = Result(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K, const fa::Tensor4<float>& V,
                    const DeviceProblem& problem);
 using Launch = void(const void* Q, const void* K, const void* V, void* O, float* L, const DeviceProblem& problem,

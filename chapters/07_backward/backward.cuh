@@ -57,8 +57,8 @@
 // and +inf * 0 later gives NaN; line 11 (in both kernels) gives such a row P = 0 without computing the exp, so
 // its dS is 0 and it adds nothing to dK, dV, and its dQ is 0.
 //
-// This file is compiled into three builds (add_kernels in cmake/Chapters.cmake): by the host compiler through
-// common/simt (ch07::cpu), again seen by simt's profile and race checker (ch07::cpu_profiled), and by nvcc (ch07::gpu).
+// Built three times, as every chapter's kernels are (ch07::cpu, ch07::cpu_profiled, ch07::gpu:
+// fa::Builds, common/kernel_problem.h).
 //
 // Source: Dao 2023, FlashAttention-2 (arXiv:2307.08691), section 3.1.2 and Algorithm 2; Dao et al.
 // 2022, FlashAttention (arXiv:2205.14135), appendix B.2 (the gradient of the softmax, D = rowsum(dO
@@ -337,7 +337,7 @@ __global__ void dq_kernel(const float* __restrict__ Q, const float* __restrict__
 }
 
 // The launches of one compiled instance (head_dim and its tile) on memory already on this backend's
-// device, waiting for them or not as `mode` says (common/simt/launch_mode.h): lines 3-4
+// device, waiting for them or not as `mode` says (common/simt/runtime/launch_mode.h): lines 3-4
 // (preprocess_kernel), lines 5-18 (dk_dv_kernel, with line 15 by atomics unless deterministic), and
 // for the deterministic method dq_kernel. Above 48 KiB of shared memory a GPU needs each kernel's
 // opt-in first (a runtime call the first time only). Throws what simt::launch throws.

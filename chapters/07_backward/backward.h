@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "common/chapter.h"
+#include "common/kernel_problem.h"
 #include "common/memory.h"
-#include "common/simt/launch_mode.h"
+#include "common/simt/runtime/launch_mode.h"
 #include "common/tensor.h"
 
 namespace ch07 {
@@ -71,19 +71,19 @@ struct Gradients {
   double elapsed_ms = 0;  // wall time of the launches, kernels finished (fa::KernelRun)
 };
 
-// One backward problem as the kernels see it (common/chapter.h; the tile is choose_tile's), and how
+// One backward problem as the kernels see it (common/kernel_problem.h; the tile is choose_tile's), and how
 // dQ is made.
 struct DeviceProblem : fa::DeviceProblem {
   bool deterministic = false;  // dQ from its own kernel (query blocks outside) instead of atomics
 };
 
 // The kernels' two entry points, compiled into each build of backward.cuh (ch07::cpu,
-// ch07::cpu_profiled, ch07::gpu: fa::Builds, common/chapter.h). head_dim and the tile must be among
+// ch07::cpu_profiled, ch07::gpu: fa::Builds, common/kernel_problem.h). head_dim and the tile must be among
 // kCompiled (check_problem refuses anything else).
 //   Run:     host data in, host data out: the path of flash_attention_2_backward(). Shapes as there.
 //   Launch:  on memory already on the GPU, the preprocessing kernel (D, and dQ = 0 for the atomic
 //            method), the dK, dV kernel, and with problem.deterministic the dQ kernel, waiting for
-//            them or not as `mode` says (common/simt/launch_mode.h): what the GPU benchmark times.
+//            them or not as `mode` says (common/simt/runtime/launch_mode.h): what the GPU benchmark times.
 //            Q, O, dO, dQ: [batch_heads, seq_len_q, head_dim]; K, V, dK, dV: [batch_heads, seq_len_k,
 //            head_dim]; L, D: [batch_heads, seq_len_q].
 using Run = Gradients(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K, const fa::Tensor4<float>& V,

@@ -9,7 +9,7 @@
 //
 // The check at the end: dQ, dK and dV each against the float64 gradient (reference.h), within the
 // bounds of gradient_check.h, the ones tests/07_backward_test.cpp uses. Exit status 1 on FAIL or an
-// error, 2 for anything refused before the work (common/chapter.h, Program).
+// error, 2 for anything refused before the work (common/program.h, Program).
 #include <cstdint>
 #include <exception>
 #include <optional>
@@ -26,10 +26,10 @@
 #include "chapters/07_backward/lab/gradient_check.h"
 #include "chapters/07_backward/lab/reference.h"
 #include "chapters/07_backward/lab/traffic_model.h"
-#include "common/chapter.h"
+#include "common/program.h"
 #include "common/npy.h"
 #include "common/random.h"
-#include "common/simt/progress.h"
+#include "common/simt/runtime/progress.h"
 
 namespace {
 

@@ -63,9 +63,8 @@
 // and everything else is small. The kernel keeps bytes in flight with a double buffer (as chapter
 // 06), not with a second block per SM, because the split count aims at one wave of blocks.
 //
-// This file is compiled into three builds (add_kernels, cmake/Chapters.cmake): by the host compiler through common/simt
-// (ch08::cpu), again with every memory access seen by simt's profile and race checker (ch08::cpu_profiled: --profile,
-// --racecheck), and by nvcc (ch08::gpu). The rest of the program calls it through decoding.h.
+// Built three times, as every chapter's kernels are (ch08::cpu, ch08::cpu_profiled, ch08::gpu:
+// fa::Builds, common/kernel_problem.h). The rest of the program calls it through decoding.h.
 //
 // Source: Dao, Haziza, Massa and Sizov 2023, "Flash-Decoding for long-context inference" (split
 // and reduce); Dao 2023, FlashAttention-2 (arXiv:2307.08691), Algorithm 1; Kwon et al. 2023,
@@ -85,14 +84,6 @@
 
 #include "chapters/08_decoding/decoding.h"
 #include "common/simt/simt.h"
-
-// Full unrolling of the loops over registers: without it nvcc keeps the arrays in local memory.
-// (The host compiler needs no hint.)
-#if defined(__CUDACC__)
-#define CH08_UNROLL _Pragma("unroll")
-#else
-#define CH08_UNROLL
-#endif
 
 namespace ch08::SIMT_BACKEND {
 
@@ -141,7 +132,7 @@ __device__ __forceinline__ void load_as_float(float (&out)[N], const Element* sr
     const uint2 w = *reinterpret_cast<const uint2*>(src);
     words[0] = w.x, words[1] = w.y;
   }
-  CH08_UNROLL
+  SIMT_UNROLL
   for (int e = 0; e < N; ++e) {
     if constexpr (std::is_same_v<Element, float>) {
       out[e] = __uint_as_float(words[e]);
@@ -212,7 +203,7 @@ __device__ __forceinline__ void copy_kv_tile_async(Element* Ks, Element* Vs, con
                                                    const DecodeProblem& p, int tid) {
   using Shape = SplitShape<Element, HEAD_DIM, Br, Bc>;
   const int lane = tid % 32;
-  CH08_UNROLL
+  SIMT_UNROLL
   for (int c = tid; c < Bc * Shape::kChunksPerRow; c += kThreads) {
     const int r = c / Shape::kChunksPerRow;      // the tile's key row
     const int chunk = c % Shape::kChunksPerRow;  // the 16-byte chunk of it
@@ -294,7 +285,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm<Br>)
   const int key = tid % Bc;
   const int s_row0 = (tid / Bc) * Shape::kRowsS;
   int visible[Shape::kRowsS];
-  CH08_UNROLL
+  SIMT_UNROLL
   for (int n = 0; n < Shape::kRowsS; ++n) {
     const int r = r0 + s_row0 + n;
     visible[n] = r < rows ? fa::visible_keys(r % p.seq_len_q, p.seq_len_q, seq_len, p.causal) : 0;
@@ -308,9 +299,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm<Br>)
   const int col0 = (tid % Shape::kColQuads) * 4;
   const int o_row0 = (tid / Shape::kColQuads) * Shape::kRowsO;
   float acc[Shape::kRowsO][4];
-  CH08_UNROLL
+  SIMT_UNROLL
   for (int n = 0; n < Shape::kRowsO; ++n) {
-    CH08_UNROLL
+    SIMT_UNROLL
     for (int e = 0; e < 4; ++e) acc[n][e] = 0.0f;
   }
 
@@ -337,24 +328,24 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm<Br>)
     // Line 8: this thread's key against its rows, d = 0, 1, ... in order (as chapter 05), then
     // scaled; -inf past the sequence's length or hidden by the mask (visible <= seq_len).
     float s[Shape::kRowsS];
-    CH08_UNROLL
+    SIMT_UNROLL
     for (int n = 0; n < Shape::kRowsS; ++n) s[n] = 0.0f;
-    CH08_UNROLL
+    SIMT_UNROLL
     for (int d0 = 0; d0 < HEAD_DIM; d0 += kVec) {
       float k[kVec];
       load_as_float(k, Kj + key * kPitch + d0);
-      CH08_UNROLL
+      SIMT_UNROLL
       for (int n = 0; n < Shape::kRowsS; ++n) {
-        CH08_UNROLL
+        SIMT_UNROLL
         for (int e0 = 0; e0 < kVec; e0 += 4) {
           float q[4];
           load_as_float(q, Qs + (s_row0 + n) * HEAD_DIM + d0 + e0);  // the same address in every lane
-          CH08_UNROLL
+          SIMT_UNROLL
           for (int e = 0; e < 4; ++e) s[n] += q[e] * k[e0 + e];
         }
       }
     }
-    CH08_UNROLL
+    SIMT_UNROLL
     for (int n = 0; n < Shape::kRowsS; ++n) {
       Ps[(s_row0 + n) * kPPitch + key] = j0 + key < visible[n] ? s[n] * p.scale : -INFINITY;
     }
@@ -387,23 +378,23 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm<Br>)
     __syncthreads();  // P and each row's rescale complete
 
     // Line 10: acc = acc * exp(m - m_new) + P V_j, for this thread's rows and 4 columns.
-    CH08_UNROLL
+    SIMT_UNROLL
     for (int n = 0; n < Shape::kRowsO; ++n) {
       const float row_factor = row_rescale[o_row0 + n];
-      CH08_UNROLL
+      SIMT_UNROLL
       for (int e = 0; e < 4; ++e) acc[n][e] *= row_factor;
     }
     for (int c0 = 0; c0 < Bc; c0 += 4) {
       float p4[Shape::kRowsO][4];
-      CH08_UNROLL
+      SIMT_UNROLL
       for (int n = 0; n < Shape::kRowsO; ++n) load_as_float(p4[n], Ps + (o_row0 + n) * kPPitch + c0);
-      CH08_UNROLL
+      SIMT_UNROLL
       for (int u = 0; u < 4; ++u) {
         float v[4];
         load_as_float(v, Vj + (c0 + u) * kPitch + col0);
-        CH08_UNROLL
+        SIMT_UNROLL
         for (int n = 0; n < Shape::kRowsO; ++n) {
-          CH08_UNROLL
+          SIMT_UNROLL
           for (int e = 0; e < 4; ++e) acc[n][e] += p4[n][u] * v[e];
         }
       }
@@ -421,13 +412,13 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm<Br>)
   __syncthreads();  // every row's m and l
   const std::size_t output_rows = p.output_rows();
   float* O_split = O_parts + static_cast<std::size_t>(split) * output_rows * HEAD_DIM;
-  CH08_UNROLL
+  SIMT_UNROLL
   for (int n = 0; n < Shape::kRowsO; ++n) {
     const int r = r0 + o_row0 + n;
     if (r >= rows) continue;
     const float row_sum = row_l[o_row0 + n];
     float O_s[4];
-    CH08_UNROLL
+    SIMT_UNROLL
     for (int e = 0; e < 4; ++e) O_s[e] = row_sum == 0.0f ? 0.0f : acc[n][e] / row_sum;
     store_4_floats(O_split + output_row(r) * HEAD_DIM + col0, O_s);
   }
@@ -459,12 +450,12 @@ __global__ void __launch_bounds__(kThreads) combine_kernel(const float* O_parts,
   float m = -INFINITY;
   float l = 0.0f;
   float acc[kCols];
-  CH08_UNROLL
+  SIMT_UNROLL
   for (int c = 0; c < kCols; ++c) acc[c] = 0.0f;
   if (fold_into_output) {
     m = __shfl_sync(kFullMask, lane == 0 ? L[row] : 0.0f, 0);  // lane 0 alone reads L[row] (and writes it)
     l = 1.0f;
-    CH08_UNROLL
+    SIMT_UNROLL
     for (int c = 0; c < kCols; ++c) acc[c] = O_row[lane + 32 * c];
   }
 
@@ -482,7 +473,7 @@ __global__ void __launch_bounds__(kThreads) combine_kernel(const float* O_parts,
       const float rescale = expf(m - m_safe);                  // line 19
       const float weight = expf(L_s - m_safe);                 // the partial's l (1) measured against m_new
       l = l * rescale + weight;                                // line 20
-      CH08_UNROLL
+      SIMT_UNROLL
       for (int c = 0; c < kCols; ++c) acc[c] = acc[c] * rescale + weight * O_s[lane + 32 * c];  // line 21
       m = m_new;                                                                                // line 22
       // end graded
@@ -491,7 +482,7 @@ __global__ void __launch_bounds__(kThreads) combine_kernel(const float* O_parts,
 
   // Lines 23-24. Each lane writes only what it alone read: its columns of O, and (lane 0) L[row].
   // graded 08a: lines 23-24, the merged O and L; zeros and -inf for a row that no partial saw
-  CH08_UNROLL
+  SIMT_UNROLL
   for (int c = 0; c < kCols; ++c) O_row[lane + 32 * c] = l == 0.0f ? 0.0f : acc[c] / l;
   if (lane == 0) L[row] = l == 0.0f ? -INFINITY : m + logf(l);
   // end graded

@@ -39,9 +39,9 @@
 #include <string_view>
 #include <vector>
 
-#include "common/chapter.h"
-#include "common/simt/launch_mode.h"
-#include "common/simt/profile.h"
+#include "common/kernel_problem.h"
+#include "common/simt/runtime/launch_mode.h"
+#include "common/simt/tools/profile.h"
 #include "common/tensor.h"
 
 namespace ch08 {
@@ -261,14 +261,14 @@ Merged combine_partials(const Partials& partials, const Merged* running = nullpt
 
 // ---------------------------------------------------------------------------------------------
 // The kernels' entry points, compiled into each build of decoding.cuh (ch08::cpu,
-// ch08::cpu_profiled, ch08::gpu: fa::Builds, common/chapter.h).
+// ch08::cpu_profiled, ch08::gpu: fa::Builds, common/kernel_problem.h).
 //   Run:      host data in, host data out: the path of decode_attention(). Rounds Q and the pools
 //             to problem.cache_type on their way to the device.
 //   Launch:   on memory already on the device: Q, K and V hold elements of problem.cache_type;
 //             block_table and cache_seqlens int32; O_parts [splits, output rows, head_dim] and
 //             L_parts [splits, output rows] float32 scratch (unused, may be null, for one split);
 //             O, L the outputs. Waits for the kernels or not as `mode` says
-//             (common/simt/launch_mode.h): what the GPU benchmark times.
+//             (common/simt/runtime/launch_mode.h): what the GPU benchmark times.
 //   Combine:  the merge alone (combine_partials, above) on device memory.
 using Run = fa::KernelRun(const fa::Tensor4<float>& Q, const KVCache& cache, const DecodeProblem& problem);
 using Launch = void(const void* Q, const void* K, const void* V, const int* block_table, const int* cache_seqlens,

@@ -30,12 +30,12 @@
 #include "chapters/08_decoding/lab/profile_report.h"
 #include "chapters/08_decoding/lab/traffic_model.h"
 #include "chapters/08_decoding/lab/vs_dense.h"
-#include "common/chapter.h"
+#include "common/program.h"
 #include "common/npy.h"
 #include "common/profile_cli.h"
 #include "common/random.h"
-#include "common/simt/progress.h"
-#include "common/simt/schedule.h"
+#include "common/simt/runtime/progress.h"
+#include "common/simt/runtime/schedule.h"
 
 namespace {
 

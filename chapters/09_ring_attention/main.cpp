@@ -62,11 +62,11 @@
 #include "chapters/09_ring_attention/lab/vs_chapter_07.h"
 #include "chapters/09_ring_attention/ring.h"
 #include "chapters/09_ring_attention/shards.h"
-#include "common/chapter.h"
+#include "common/program.h"
 #include "common/front_door.h"
 #include "common/npy.h"
 #include "common/random.h"
-#include "common/simt/progress.h"
+#include "common/simt/runtime/progress.h"
 
 namespace {
 

@@ -33,7 +33,7 @@
 
 #include "chapters/08_decoding/decoding.h"
 #include "chapters/09_ring_attention/shards.h"
-#include "common/chapter.h"
+#include "common/kernel_problem.h"
 #include "common/tensor.h"
 
 namespace ch09 {

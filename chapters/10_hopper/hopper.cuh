@@ -68,9 +68,8 @@
 // For HEAD_DIM = 128 that is 32 + 2 x 2 x 16 = 96 KiB (Hopper gives a block up to 227 KiB); O_i
 // costs nothing more.
 //
-// This file is compiled into three builds (add_kernels, cmake/Chapters.cmake): by the host compiler
-// through common/simt (ch10::cpu), again with every memory access seen by simt's profile and race
-// checker (ch10::cpu_profiled), and by nvcc for sm_90a only (ch10::gpu). The pieces it shares with
+// Built three times, as every chapter's kernels are (ch10::cpu, ch10::cpu_profiled, ch10::gpu:
+// fa::Builds, common/kernel_problem.h), the GPU build for sm_90a only. The pieces it shares with
 // the FP8 kernel (hopper_fp8.cuh) are in hopper_common.cuh: the block's walk and barriers, line 8
 // in the ping-pong's turn, line 9 on a tile, Algorithm 2's schedule of the tiles, lines 12-15.
 //
@@ -129,7 +128,7 @@ struct ElementOps {
 };
 
 // Grid: (ceil(seq_len_q / Br), batch * heads); block: kThreads (the producer warpgroup, then the
-// consumer); dynamic shared memory: shared_bytes(HEAD_DIM, Br, Bc).
+// two consumers); dynamic shared memory: shared_bytes(HEAD_DIM, Br, Bc).
 // map_q, map_k, map_v, map_o: 3D tensor maps of [batch * heads][seq_len][HEAD_DIM] Element, boxes
 // of [Br, Bc or 64][64], 128-byte swizzle (launch_instance); map_o is O's, which the kernel writes.
 // L: [batch * heads, seq_len_q], float32. scale_log2 = scale * log2(e), any finite value.
@@ -208,7 +207,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   float m[2] = {-INFINITY, -INFINITY};
   float l[2] = {0.0f, 0.0f};
   float acc[HEAD_DIM / 2];
-  CH10_UNROLL
+  SIMT_UNROLL
   for (int i = 0; i < HEAD_DIM / 2; ++i) acc[i] = 0.0f;
   const float c = scale_log2;
 
@@ -227,7 +226,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // K-major with a 128-byte swizzle; LBO is unused there). Around it, the ping-pong's turn.
   auto issue_scores = [&](int jj, float(&scores)[Bc / 2]) {
     scores_in_turn(jj, num_tiles, wg, full, [&](int ss) {
-      CH10_UNROLL
+      SIMT_UNROLL
       for (int kd = 0; kd < HEAD_DIM / 16; ++kd) {
         const unsigned at = (kd / 4) * kQHalf + 32u * (kd % 4);
         const unsigned kv_at = (kd / 4) * kKVHalf + 32u * (kd % 4);
@@ -248,11 +247,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   };
 
   // P as A from registers: columns 16 ks .. 16 ks + 15 of the accumulator, packed in pairs, are
-  // exactly the A fragment of the next wgmma (hopper.h, "Register Fragments"), rounded to the
+  // exactly the A fragment of the next wgmma ("Who holds what", above), rounded to the
   // element type.
   std::uint32_t p[Bc / 16][4];
   auto pack_P = [&](std::uint32_t(&into)[Bc / 16][4]) {
-    CH10_UNROLL
+    SIMT_UNROLL
     for (int ks = 0; ks < Bc / 16; ++ks) {
       into[ks][0] = Ops::pack(S[8 * ks], S[8 * ks + 1]);
       into[ks][1] = Ops::pack(S[8 * ks + 2], S[8 * ks + 3]);
@@ -269,7 +268,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int s = jj % kStages;
     simt::wgmma_fence_operand(acc);
     simt::wgmma_fence();
-    CH10_UNROLL
+    SIMT_UNROLL
     for (int ks = 0; ks < Bc / 16; ++ks) {
       const std::uint64_t b = simt::make_wgmma_descriptor(Vs(s) + 16u * kSwizzleBytes * static_cast<unsigned>(ks),
                                                           simt::Swizzle::b128, kKVHalf, kSwizzleRepeat);
@@ -281,7 +280,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // its rescale can wait); m = m_new.
   auto advance = [&](int jj) {
     if (jj > 0) {
-      CH10_UNROLL
+      SIMT_UNROLL
       for (int i = 0; i < HEAD_DIM / 2; ++i) acc[i] *= rescale[(i / 2) % 2];
     }
     m[0] = m_new[0];
@@ -304,7 +303,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 // One launch of a compiled instance, prepared for memory already on this backend's device: the
 // kernel's shared-memory allowance asked for and the four tensor maps encoded (host calls, once);
 // `launch` launches that instance with these arguments, waiting for it or only putting it on the
-// stream as its mode says (common/simt/launch_mode.h). run_typed launches it once, the GPU
+// stream as its mode says (common/simt/runtime/launch_mode.h). run_typed launches it once, the GPU
 // benchmark (lab/gpu_bench.cpp, through prepare_hopper) many times, without the maps' encoding in
 // its timed region. Grid: (ceil(seq_len_q / Br), batch * heads); block: kThreads. O's boxes are a
 // consumer warpgroup's 64 rows.

@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "chapters/06_tensor_cores/tensor_cores.h"
-#include "common/chapter.h"
+#include "common/kernel_problem.h"
 #include "common/memory.h"
 #include "common/tensor.h"
 
@@ -64,7 +64,7 @@ using Run = Result(const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K, con
 // shared-memory allowance asked for and its four tensor maps encoded (host calls, once); calling it
 // launches the kernel on Q, K, V, O (problem.element, [batch * heads][seq_len][head_dim] row-major)
 // and L ([batch * heads][seq_len_q] float32) already on this backend's device, waiting for it or
-// only putting it on the stream as the mode says (common/simt/launch_mode.h). What the GPU
+// only putting it on the stream as the mode says (common/simt/runtime/launch_mode.h). What the GPU
 // benchmark times (lab/gpu_bench.cpp), without the maps' encoding. Prepare throws what
 // simt::make_tensor_map throws (std::invalid_argument for a map outside the tensor-map rules,
 // std::runtime_error where the driver refuses one); the launch throws what simt::launch throws.

@@ -11,17 +11,10 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <type_traits>
 
 #include "chapters/10_hopper/hopper.h"
 #include "common/simt/simt.h"
-
-#if defined(__CUDACC__)
-#define CH10_UNROLL _Pragma("unroll")
-#else
-#define CH10_UNROLL
-#endif
 
 namespace ch10::SIMT_BACKEND {
 
@@ -55,7 +48,7 @@ __device__ __forceinline__ std::uint8_t* aligned_shared(std::uint8_t* base) {
 
 // The block's place and walk (grid: (ceil(seq_len_q / Br), batch * heads)): its first query row i0
 // and its head bh; and the causal mask's effect on the walk: row i sees keys j < visible(i)
-// (fa::visible_keys, common/chapter.h). The block's last real row sees the most keys: tiles from
+// (fa::visible_keys, common/kernel_problem.h). The block's last real row sees the most keys: tiles from
 // ceil(visible(last) / Bc) on are neither loaded nor computed (num_tiles). Tiles wholly below the
 // block's first row's diagonal, and not past seq_len_k, need no mask (keys below unmasked_keys).
 struct BlockWalk {
@@ -111,19 +104,19 @@ template <int Bc>
 __device__ __forceinline__ void online_softmax(float (&S)[Bc / 2], float c, bool mask, int key0,
                                                const int (&visible)[2], int t, const float (&m)[2], float (&l)[2],
                                                float (&m_new)[2], float (&m_safe)[2], float (&rescale)[2]) {
-  CH10_UNROLL
+  SIMT_UNROLL
   for (int i = 0; i < Bc / 2; ++i) S[i] *= c;
   if (mask) {
-    CH10_UNROLL
+    SIMT_UNROLL
     for (int i = 0; i < Bc / 2; ++i) {
       if (key0 + 8 * (i / 4) + 2 * t + i % 2 >= visible[(i / 2) % 2]) S[i] = -INFINITY;
     }
   }
   // The new max of each row: this thread's columns, then its quad (lanes ^1, ^2).
-  CH10_UNROLL
+  SIMT_UNROLL
   for (int h = 0; h < 2; ++h) {
     float tile_max = -INFINITY;
-    CH10_UNROLL
+    SIMT_UNROLL
     for (int i = 0; i < Bc / 2; ++i) {
       if ((i / 2) % 2 == h) tile_max = fmaxf(tile_max, S[i]);
     }
@@ -137,7 +130,7 @@ __device__ __forceinline__ void online_softmax(float (&S)[Bc / 2], float c, bool
   }
   // P = exp(S - m_new) in place of S, and this thread's part of each row's sum.
   float tile_sum[2] = {0.0f, 0.0f};
-  CH10_UNROLL
+  SIMT_UNROLL
   for (int i = 0; i < Bc / 2; ++i) {
     S[i] = simt::ex2_approx_ftz(S[i] - m_safe[(i / 2) % 2]);
     tile_sum[(i / 2) % 2] += S[i];
@@ -236,31 +229,26 @@ __device__ __forceinline__ void write_O_and_L(const float (&acc)[HEAD_DIM / 2], 
                                               int t, int ct, int wg, const simt::TensorMap* map_o, int warpgroup_row0,
                                               int bh, float* L, int row, int seq_len_q) {
   float inv_l[2], L_row[2];
-  CH10_UNROLL
+  SIMT_UNROLL
   for (int h = 0; h < 2; ++h) {
     l[h] += __shfl_xor_sync(kFullMask, l[h], 1);
     l[h] += __shfl_xor_sync(kFullMask, l[h], 2);
     inv_l[h] = (l[h] == 0.0f) ? 0.0f : o_scale / l[h];
     L_row[h] = (l[h] == 0.0f) ? -INFINITY : m[h] * 0.693147180559945309f + logf(l[h]);  // ln 2
   }
-  CH10_UNROLL
+  SIMT_UNROLL
   for (int i = 0; i < HEAD_DIM / 2; i += 2) {
     const int h = (i / 2) % 2;
     const int column = 8 * (i / 4) + 2 * t;
     const unsigned in_box = (row_in_box + 8 * h) * kSwizzleBytes + (column % kBoxColumns) * 2u;
     std::uint8_t* const at =
         Ow + (column / kBoxColumns) * box_bytes + simt::swizzled_address(in_box, simt::Swizzle::b128);
-    const std::uint32_t pair = pack_pair<Element>(acc[i] * inv_l[h], acc[i + 1] * inv_l[h]);
-#if defined(__CUDACC__)
-    *reinterpret_cast<std::uint32_t*>(at) = pair;
-#else
-    std::memcpy(at, &pair, sizeof pair);
-#endif
+    simt::store_word(at, pack_pair<Element>(acc[i] * inv_l[h], acc[i + 1] * inv_l[h]));
   }
   simt::fence_proxy_async_shared_cta();
   simt::named_barrier_sync(kOReady + wg, kWarpgroup);
   if (ct == 0) {
-    CH10_UNROLL
+    SIMT_UNROLL
     for (int h = 0; h < HEAD_DIM / kBoxColumns; ++h) {
       simt::cp_async_bulk_tensor_3d_shared_to_global(map_o, h * kBoxColumns, warpgroup_row0, bh, Ow + h * box_bytes);
     }
@@ -268,7 +256,7 @@ __device__ __forceinline__ void write_O_and_L(const float (&acc)[HEAD_DIM / 2], 
     simt::cp_async_bulk_wait_group_read<0>();
   }
   if (t == 0) {
-    CH10_UNROLL
+    SIMT_UNROLL
     for (int h = 0; h < 2; ++h) {
       if (row + 8 * h < seq_len_q) L[static_cast<std::size_t>(bh) * seq_len_q + row + 8 * h] = L_row[h];
     }

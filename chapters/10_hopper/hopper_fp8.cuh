@@ -79,7 +79,7 @@
 #include "chapters/10_hopper/hopper.h"
 #include "chapters/10_hopper/hopper_common.cuh"
 #include "chapters/10_hopper/lab/fp8_error.h"
-#include "common/simt/fp8.h"
+#include "common/simt/instructions/fp8.h"
 #include "common/simt/simt.h"
 
 namespace ch10::SIMT_BACKEND {
@@ -284,7 +284,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   float m[2] = {-INFINITY, -INFINITY};
   float l[2] = {0.0f, 0.0f};
   float acc[HEAD_DIM / 2];
-  CH10_UNROLL
+  SIMT_UNROLL
   for (int i = 0; i < HEAD_DIM / 2; ++i) acc[i] = 0.0f;
   if (wg == 1 && num_tiles > 0) simt::named_barrier_arrive(kTurn + 0, kConsumers * kWarpgroup);
 
@@ -293,7 +293,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   float S[Bc / 2];
   auto issue_scores = [&](int jj) {
     scores_in_turn(jj, num_tiles, wg, full, [&](int ss) {
-      CH10_UNROLL
+      SIMT_UNROLL
       for (int kd = 0; kd < HEAD_DIM / 32; ++kd) {
         const std::uint64_t a = simt::make_wgmma_descriptor(Qw + 32u * kd, kSwizzle, 16, 8 * kRow);
         const std::uint64_t b = simt::make_wgmma_descriptor(Ks(ss) + 32u * kd, kSwizzle, 16, 8 * kRow);
@@ -315,9 +315,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   // for r < 2, 16-31 above) holds accumulator elements 16 ks + 8 (r / 2) + 2 (r % 2) + {0, 1, 4, 5}.
   std::uint32_t p[Bc / 32][4];
   auto pack_P = [&] {
-    CH10_UNROLL
+    SIMT_UNROLL
     for (int ks = 0; ks < Bc / 32; ++ks) {
-      CH10_UNROLL
+      SIMT_UNROLL
       for (int r = 0; r < 4; ++r) {
         const int e = 16 * ks + 8 * (r / 2) + 2 * (r % 2);
         p[ks][r] = e4m3x4(S[e] * p_scale, S[e + 1] * p_scale, S[e + 4] * p_scale, S[e + 5] * p_scale);
@@ -333,7 +333,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     simt::mbarrier_wait_parity(&vt_full[s], (jj / kStages) & 1);
     simt::wgmma_fence_operand(acc);
     simt::wgmma_fence();
-    CH10_UNROLL
+    SIMT_UNROLL
     for (int ks = 0; ks < Bc / 32; ++ks) {
       const std::uint64_t b = simt::make_wgmma_descriptor(Vts(s) + 32u * ks, simt::Swizzle::b64, 16, 8 * Bc);
       simt::wgmma_m64nNk32_e4m3<HEAD_DIM>(acc, p[ks], b, true);
@@ -345,7 +345,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (jj > 0) {
       const float units = v_scale[jj - 1] / v_scale[jj];
       const float factor[2] = {rescale[0] * units, rescale[1] * units};
-      CH10_UNROLL
+      SIMT_UNROLL
       for (int i = 0; i < HEAD_DIM / 2; ++i) acc[i] *= factor[(i / 2) % 2];
     }
     m[0] = m_new[0];

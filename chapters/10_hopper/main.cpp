@@ -31,9 +31,9 @@
 #include "chapters/10_hopper/hopper.h"
 #include "chapters/10_hopper/lab/fp8_error.h"
 #include "chapters/10_hopper/lab/tma_traffic.h"
-#include "common/chapter.h"
+#include "common/program.h"
 #include "common/profile_cli.h"
-#include "common/simt/progress.h"
+#include "common/simt/runtime/progress.h"
 
 namespace {
 

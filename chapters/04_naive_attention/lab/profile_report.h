@@ -1,5 +1,5 @@
 // Chapter 04's kernels measured: the global bytes of S and P that simt's memory profile counted
-// (common/simt/profile.h, --profile), beside the 4 N^2 term of the standard-attention traffic
+// (common/simt/tools/profile.h, --profile), beside the 4 N^2 term of the standard-attention traffic
 // model (chapter 05's traffic_model.h: S written and read back, P written and read back, e bytes
 // per value, here with N^2 = seq_len_q * seq_len_k per head).
 //
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "common/simt/profile.h"
+#include "common/simt/tools/profile.h"
 
 namespace ch04 {
 

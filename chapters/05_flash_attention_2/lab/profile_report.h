@@ -1,5 +1,5 @@
 // Chapter 05's kernel measured: the global bytes that simt's memory profile counted
-// (common/simt/profile.h, --profile) beside the traffic model's (traffic_model.h).
+// (common/simt/tools/profile.h, --profile) beside the traffic model's (traffic_model.h).
 //
 // For self-attention without a mask the model's "no L2 reuse" walk, walk_fa2, counts per head
 // what the kernel loads (Q once, K and V once per query block) and stores (O); times the heads
@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "chapters/05_flash_attention_2/lab/traffic_model.h"
-#include "common/chapter.h"
-#include "common/simt/profile.h"
+#include "common/kernel_problem.h"
+#include "common/simt/tools/profile.h"
 #include "common/tensor.h"
 
 namespace ch05 {

@@ -303,7 +303,7 @@ struct KernelCase {
 // with their real rows of K and V (a short last tile's missing rows are zeros, not loads), then
 // O_i and L_i (stats_write: 4 bytes per row). For seq_len_q == seq_len_k and no mask this is
 // walk_fa2's `moved` counter times batch_heads, plus L, which the model leaves out; the
-// memory profile of the kernel (common/simt/profile.h) measures exactly these bytes.
+// memory profile of the kernel (common/simt/tools/profile.h) measures exactly these bytes.
 // Throws std::invalid_argument for a size below 1 or past the traffic model's ranges.
 // Source: flash_attention_2.cuh, lines 1, 3, 4 and 10 of its algorithm.
 inline HbmBytes fa2_kernel_bytes(const KernelCase& c) {

@@ -30,7 +30,7 @@
 #include "chapters/06_tensor_cores/lab/gpu_bench_inputs.h"
 #include "chapters/06_tensor_cores/tensor_cores.h"
 #include "common/gpu_bench.h"
-#include "common/simt/cuda_check.h"  // after <cuda_runtime.h>
+#include "common/simt/runtime/cuda_check.h"  // after <cuda_runtime.h>
 
 int main(int argc, char** argv) {
   CLI::App app{"FlashAttention-2 on tensor cores (chapter 06), timed with CUDA events."};

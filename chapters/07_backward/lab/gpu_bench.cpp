@@ -29,7 +29,7 @@
 #include "chapters/05_flash_attention_2/flash_attention_2.h"
 #include "chapters/07_backward/backward.h"
 #include "common/gpu_bench.h"
-#include "common/simt/cuda_check.h"  // after <cuda_runtime.h>
+#include "common/simt/runtime/cuda_check.h"  // after <cuda_runtime.h>
 
 namespace {
 

@@ -35,7 +35,7 @@
 #include "chapters/08_decoding/decoding.h"
 #include "chapters/08_decoding/lab/traffic_model.h"
 #include "common/gpu_bench.h"
-#include "common/simt/cuda_check.h"  // after <cuda_runtime.h>
+#include "common/simt/runtime/cuda_check.h"  // after <cuda_runtime.h>
 
 namespace {
 

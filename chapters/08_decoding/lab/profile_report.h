@@ -1,5 +1,5 @@
 // Chapter 08's kernels measured: the global bytes that simt's memory profile counted
-// (common/simt/profile.h, --profile) beside the traffic model's walk (traffic_model.h), kernel by
+// (common/simt/tools/profile.h, --profile) beside the traffic model's walk (traffic_model.h), kernel by
 // kernel: the split kernel's loads (Q, the lengths, the block table, the cache) and stores (the
 // partials, or O and L with one split), and the combine's.
 #pragma once
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "chapters/08_decoding/lab/traffic_model.h"
-#include "common/simt/profile.h"
+#include "common/simt/tools/profile.h"
 
 namespace ch08 {
 

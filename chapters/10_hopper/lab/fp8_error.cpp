@@ -7,8 +7,8 @@
 #include <stdexcept>
 
 #include "common/random.h"
-#include "common/simt/fp8.h"
-#include "common/simt/half_precision.h"
+#include "common/simt/instructions/fp8.h"
+#include "common/simt/instructions/half_precision.h"
 
 namespace ch10::fp8 {
 
@@ -151,7 +151,7 @@ float dot(const float* q, const float* k, std::size_t d, Accumulate accumulate) 
   return acc;
 }
 
-// The keys row i sees: fa::visible_keys's rule (common/chapter.h).
+// The keys row i sees: fa::visible_keys's rule (common/kernel_problem.h).
 std::size_t visible(const Problem& p, std::size_t i) {
   if (!p.causal) return p.seq_k;
   const auto v = static_cast<long long>(i) - static_cast<long long>(p.seq_q) + 1 + static_cast<long long>(p.seq_k);

@@ -34,7 +34,7 @@
 
 namespace ch10::fp8 {
 
-inline constexpr float kE4m3Max = 448.0f;      // e4m3's largest finite value (common/simt/fp8.h)
+inline constexpr float kE4m3Max = 448.0f;      // e4m3's largest finite value (common/simt/instructions/fp8.h)
 inline constexpr float kPScale = 256.0f;       // P = exp(S - m) * 2^8: FA3's Max_offset = 8
 inline constexpr std::size_t kBlockRows = 64;  // rows of Q, K or V under one scale (the tile)
 inline constexpr std::size_t kKeyTile = 64;    // keys per step of the online softmax (Bc)

@@ -29,7 +29,7 @@
 
 #include "chapters/10_hopper/hopper.h"
 #include "chapters/10_hopper/lab/fp8_error.h"
-#include "common/chapter.h"
+#include "common/program.h"
 
 namespace {
 

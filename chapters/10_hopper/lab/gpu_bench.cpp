@@ -41,7 +41,7 @@
 #include "chapters/06_tensor_cores/tensor_cores.h"
 #include "chapters/10_hopper/hopper.h"
 #include "common/gpu_bench.h"
-#include "common/simt/cuda_check.h"  // after <cuda_runtime.h>
+#include "common/simt/runtime/cuda_check.h"  // after <cuda_runtime.h>
 
 namespace {
 

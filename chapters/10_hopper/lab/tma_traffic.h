@@ -1,5 +1,5 @@
 // Chapter 10's traffic through TMA and wgmma, walked from the kernel's own loop bounds
-// (hopper.cuh), beside what simt's memory profile counts (common/simt/profile.h, --profile).
+// (hopper.cuh), beside what simt's memory profile counts (common/simt/tools/profile.h, --profile).
 //
 // A TMA copy moves a whole box: the tensor maps' boxes are 64 columns (one 128-byte swizzled row)
 // by Br rows for Q_i, Bc rows for K_j and V_j, and Br / 2 rows (a consumer warpgroup's share) for
@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "common/chapter.h"
-#include "common/simt/profile.h"
+#include "common/kernel_problem.h"
+#include "common/simt/tools/profile.h"
 
 namespace ch10 {
 
