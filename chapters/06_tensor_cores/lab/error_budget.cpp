@@ -9,6 +9,7 @@
 
 #include "common/attention_shapes.h"
 #include "common/compare.h"
+#include "common/memory.h"
 #include "common/simt/simt.h"
 
 namespace ch06 {

@@ -35,6 +35,7 @@
 #include "chapters/07_backward/backward.h"
 #include "chapters/07_backward/lab/reference.h"
 #include "common/compare.h"
+#include "common/program.h"
 #include "common/tolerance.h"
 
 namespace ch07 {

@@ -14,6 +14,7 @@
 #include "chapters/05_flash_attention_2/lab/vs_chapter_04.h"
 #include "chapters/06_tensor_cores/lab/error_budget.h"
 #include "chapters/06_tensor_cores/tensor_cores.h"
+#include "common/program.h"
 #include "common/tolerance.h"
 
 namespace ch08 {

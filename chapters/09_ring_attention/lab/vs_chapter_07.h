@@ -23,6 +23,7 @@
 #include "chapters/07_backward/lab/reference.h"
 #include "chapters/09_ring_attention/ring.h"
 #include "common/compare.h"
+#include "common/program.h"
 #include "common/tolerance.h"
 
 namespace ch09 {
