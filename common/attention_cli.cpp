@@ -4,9 +4,9 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
-#include "common/program.h"
 #include "common/npy.h"
 #include "common/profile_cli.h"
+#include "common/program.h"
 #include "common/random.h"
 #include "common/simt/runtime/schedule.h"
 

@@ -13,8 +13,8 @@
 
 #include <CLI/CLI.hpp>
 
-#include "common/program.h"
 #include "common/npy.h"
+#include "common/program.h"
 
 namespace fa {
 

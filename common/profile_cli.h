@@ -14,7 +14,8 @@
 // flag is refused with one line that says why (exit status 2), before any work. The profile's
 // table is printed (and its JSON written) when the program ends, if it launched a kernel, or earlier where the demo
 // calls end_profile() to use the counts itself. The race checker's report comes at the very end: every hazard, then one
-// summary line, and exit status 1 if it found anything, whatever the demo's verdict was (common/simt/tools/racecheck.h).
+// summary line, and exit status 1 if it found anything, whatever the demo's verdict was
+// (common/simt/tools/racecheck.h).
 #pragma once
 
 #include <string>

@@ -16,10 +16,10 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
-#include "common/program.h"
 #include "common/demo.h"
 #include "common/front_door.h"
 #include "common/npy.h"
+#include "common/program.h"
 
 namespace fa {
 

@@ -22,8 +22,8 @@
 #include <CLI/CLI.hpp>
 
 #include "common/profile_cli.h"
-#include "common/simt/tools/detail/profile_counting.h"
 #include "common/simt/simt.h"
+#include "common/simt/tools/detail/profile_counting.h"
 
 namespace demo::SIMT_BACKEND {
 

@@ -31,8 +31,8 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
-#include "common/simt/tools/racecheck.h"
 #include "common/simt/simt.h"
+#include "common/simt/tools/racecheck.h"
 #include "examples/example_flags.h"
 
 namespace demo::SIMT_BACKEND {

@@ -17,8 +17,8 @@
 #include <CLI/CLI.hpp>
 
 #include "common/random.h"
-#include "common/simt/tools/racecheck.h"
 #include "common/simt/simt.h"
+#include "common/simt/tools/racecheck.h"
 #include "examples/example_flags.h"
 
 namespace demo::SIMT_BACKEND {

@@ -99,10 +99,11 @@ std::string bank_conflicts_figure() {
   body += text(24, y + 12, "bank", R"(class="small")");
   y += 16;
   for (const unsigned stride : {1u, 2u, 33u, 32u, 0u}) body += bank_row(stride, y);
-  body += text(24, y + 24,
-               "Counts from simt::profile::shared_cost (common/simt/tools/detail/profile_counting.h), the rule of --profile; "
-               "a stack of more than 8 is cut,",
-               R"(class="small")");
+  body += text(
+      24, y + 24,
+      "Counts from simt::profile::shared_cost (common/simt/tools/detail/profile_counting.h), the rule of --profile; "
+      "a stack of more than 8 is cut,",
+      R"(class="small")");
   body +=
       text(24, y + 42, "its height written on top. Try it: build/default/bin/simt_bank_conflicts --stride S --profile",
            R"(class="small")");

@@ -32,8 +32,8 @@
 #include "chapters/08_decoding/lab/traffic_model.h"
 #include "chapters/08_decoding/lab/vs_dense.h"
 #include "common/random.h"
-#include "common/simt/tools/profile.h"
 #include "common/simt/simt.h"
+#include "common/simt/tools/profile.h"
 #include "doc_table.h"
 
 namespace {

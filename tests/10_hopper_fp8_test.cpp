@@ -20,7 +20,7 @@
 
 #include "attention_inputs.h"
 #include "catch.h"
-#include "chapters/10_hopper/hopper.h"
+#include "chapters/10_hopper/hopper_fp8.h"
 #include "chapters/10_hopper/lab/fp8_error.h"
 #include "common/compare.h"
 #include "common/random.h"

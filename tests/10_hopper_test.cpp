@@ -23,8 +23,8 @@
 #include "chapters/10_hopper/lab/tma_traffic.h"
 #include "common/attention_shapes.h"
 #include "common/compare.h"
-#include "common/simt/tools/profile.h"
 #include "common/simt/runtime/schedule.h"
+#include "common/simt/tools/profile.h"
 
 namespace {
 

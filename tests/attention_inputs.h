@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "catch.h"
-#include "common/program.h"
 #include "common/device.h"
+#include "common/program.h"
 #include "common/random.h"
 #include "common/tensor.h"
 

@@ -8,10 +8,10 @@
 
 #include "catch.h"
 #include "common/attention_shapes.h"
-#include "common/program.h"
 #include "common/compare.h"
 #include "common/device.h"
 #include "common/memory.h"
+#include "common/program.h"
 #include "common/random.h"
 #include "common/tensor.h"
 

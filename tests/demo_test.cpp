@@ -14,10 +14,10 @@
 #include <CLI/CLI.hpp>
 
 #include "catch.h"
-#include "common/program.h"
 #include "common/demo.h"
 #include "common/front_door.h"
 #include "common/npy.h"
+#include "common/program.h"
 
 namespace {
 

@@ -26,8 +26,8 @@
 #include <filesystem>
 #include <string>
 
-#include "common/program.h"
 #include "common/npy.h"
+#include "common/program.h"
 #include "common/random.h"
 
 namespace {

@@ -13,8 +13,8 @@
 #include "chapters/05_flash_attention_2/flash_attention_2.h"
 #include "chapters/05_flash_attention_2/lab/traffic_model.h"
 #include "common/random.h"
-#include "common/simt/tools/profile.h"
 #include "common/simt/tools/detail/profile_counting.h"
+#include "common/simt/tools/profile.h"
 #if SIMT_PROFILED_KERNELS
 #include "simt_profile_kernels.h"
 #endif

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "catch.h"
-#include "common/simt/tools/racecheck.h"
 #include "common/simt/runtime/schedule.h"
+#include "common/simt/tools/racecheck.h"
 #if SIMT_PROFILED_KERNELS
 #include "simt_racecheck_kernels.h"
 #include "simt_tensor_core_runs.h"

@@ -28,8 +28,8 @@
 #include "chapters/01_safe_softmax/safe_softmax.h"
 #include "chapters/02_online_softmax/online_softmax.h"
 #include "chapters/02_online_softmax/trace.h"
-#include "common/program.h"
 #include "common/compare.h"
+#include "common/program.h"
 #include "common/random.h"
 
 namespace {

@@ -29,8 +29,8 @@
 
 #include "chapters/03_online_weighted_sum/attention.h"
 #include "chapters/03_online_weighted_sum/online_weighted_sum.h"
-#include "common/program.h"
 #include "common/compare.h"
+#include "common/program.h"
 #include "common/random.h"
 #include "common/tensor.h"
 

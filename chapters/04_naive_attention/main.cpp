@@ -17,8 +17,8 @@
 #include "chapters/04_naive_attention/lab/profile_report.h"
 #include "chapters/04_naive_attention/lab/vs_chapter_03.h"
 #include "chapters/04_naive_attention/naive_attention.h"
-#include "common/program.h"
 #include "common/profile_cli.h"
+#include "common/program.h"
 #include "common/simt/runtime/progress.h"
 
 namespace {

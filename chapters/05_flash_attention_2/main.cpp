@@ -29,8 +29,8 @@
 #include "chapters/05_flash_attention_2/lab/profile_report.h"
 #include "chapters/05_flash_attention_2/lab/traffic_table.h"
 #include "chapters/05_flash_attention_2/lab/vs_chapter_04.h"
-#include "common/program.h"
 #include "common/profile_cli.h"
+#include "common/program.h"
 #include "common/simt/runtime/progress.h"
 
 namespace {

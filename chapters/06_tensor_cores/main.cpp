@@ -8,30 +8,24 @@
 //
 // The check at the end: O against chapter 05's O within error_budget.h's bound (the bound of
 // tests/06_tensor_cores_test.cpp), and L against chapter 05's L.
-#include <algorithm>
-#include <cmath>
-#include <exception>
-#include <optional>
 #include <string>
-#include <vector>
+#include <utility>
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
 #include "chapters/05_flash_attention_2/flash_attention_2.h"
-#include "chapters/05_flash_attention_2/lab/vs_chapter_04.h"
 #include "chapters/06_tensor_cores/lab/error_budget.h"
+#include "chapters/06_tensor_cores/lab/vs_chapter_05.h"
 #include "chapters/06_tensor_cores/tensor_cores.h"
 #include "common/program.h"
 #include "common/simt/runtime/progress.h"
 
 namespace {
 
-// A rough cost of this demo on the CPU path, for the notice of a long run only: the tensor-core
-// kernel, chapter 05's kernel and the error budget's float64 evaluation, 4 x head_dim operations a
-// score each, at a rate measured once on a 2-core laptop (1024 x 1024, 2 heads, head_dim 64: 1.6
-// GFLOP so counted in 2.6 s).
-constexpr double kFlopsPerScore = 3 * 4;  // x head_dim
+// A rough rate of this demo on the CPU path, for the notice of a long run only (three forward
+// passes: the tensor-core kernel, chapter 05's and the error budget's float64 evaluation), measured
+// once on a 2-core laptop (1024 x 1024, 2 heads, head_dim 64: 1.6 GFLOP so counted in 2.6 s).
 constexpr double kFlopsPerSecond = 0.6e9;
 
 }  // namespace
@@ -69,7 +63,8 @@ float32 accumulation), checked against chapter 05.)");
     // The inputs, rounded: a value the element type cannot hold is refused here, before the banner,
     // and so are scores past what the kernel's exponent can hold to the budget (error_budget.h).
     fa::AttentionFlags::Inputs in = flags.load();
-    ch06::round_inputs(in.Q, in.K, in.V, flags.scale.value_or(fa::default_scale(shape.head_dim)), element);
+    const double scale = flags.scale.value_or(fa::default_scale(shape.head_dim));
+    ch06::round_inputs(in.Q, in.K, in.V, scale, element);
 
     program.start(fa::Banner{
         fmt::format("FlashAttention-2 on tensor cores: {}, Br = {} rows (32 per warp), Bc = {}", type, tile.Br,
@@ -86,11 +81,9 @@ the same inputs, within the error that {0} itself brings (FlashAttention's rule)
     fmt::print("Q {}, K and V with seq_len {}{}; inputs: {}, rounded to {} (round to nearest even); device: {}\n\n",
                Q.shape.str(), K.shape.seq_len, flags.causal ? ", causal" : "", in.origin, type, fa::to_string(device));
 
-    const double flops = kFlopsPerScore * static_cast<double>(shape.batch * shape.heads) *
-                         static_cast<double>(shape.seq_len_q) * static_cast<double>(shape.seq_len_k) *
-                         static_cast<double>(shape.head_dim);
     // A long run says so, and shows the kernels' blocks.
-    const bool long_run = device == fa::Device::cpu && fa::announce_long_run(flops, kFlopsPerSecond);
+    const bool long_run =
+        device == fa::Device::cpu && fa::announce_long_run(3 * fa::forward_flops(shape), kFlopsPerSecond);
     simt::ShowProgress progress("the tensor-core kernel and chapter 05's", long_run);
     ch06::Result tc = ch06::tensor_core_attention(Q, K, V, {flags.scale, flags.causal, tile, element}, device);
     const ch05::Result f32 = ch05::flash_attention_2(Q, K, V, {flags.scale, flags.causal, fa::Tile{64, 64}}, device);
@@ -100,28 +93,11 @@ the same inputs, within the error that {0} itself brings (FlashAttention's rule)
         "one run, not a benchmark)\n",
         tc.elapsed_ms, type, f32.elapsed_ms, fa::to_string(device));
 
-    const double scale = flags.scale.value_or(fa::default_scale(shape.head_dim));
-    const ch06::ErrorBudget budget = ch06::error_budget(Q, K, V, scale, flags.causal, element);
-    fmt::print(
-        "error budget of {} (unit roundoff {:.2g}): an evaluation in float64 with P and O rounded to {} is\n"
-        "  {:.3g} from exact (rel L2); the bound is {} x that + {:.0e} = {:.3g}\n",
-        type, ch06::unit_roundoff(element), type, budget.reference_rel_l2, ch06::kBudgetFactor, ch06::kFloat32Floor,
-        budget.bound);
-    const fa::ErrorStats err_O = fa::compare(tc.O.values, f32.O.values);
-    fmt::print("agreement with chapter 05, O: {}\n  -> {}\n", fa::describe(err_O),
-               fa::within(err_O, budget.bound) ? "within the budget" : "OUTSIDE the budget");
-    const fa::ErrorStats err_L = fa::compare(tc.L, f32.L);
-    fmt::print("L against chapter 05's L: {}\n", fa::describe(err_L));
-    const bool overflowed = fa::report_nonfinite("O", tc.O, Q, K, scale, {Q.values, K.values, V.values});
-
-    const std::vector<double> L_05(f32.L.begin(), f32.L.end());
-    const ch05::WorstL L_worst = ch05::worst_row(tc.L, L_05, ch06::L_bounds(Q, K, scale, f32.L));
+    const fa::Check check = ch06::against_chapter_05(
+        fmt::format("tensor cores ({}, {}, {}) vs ch05", type, fa::to_string(device), fa::tile_name(tile)), tc, f32, Q,
+        K, V, scale, flags.causal, element);
     out.write(std::move(tc.O));
-    return program.finish(fa::Check{
-        "06", fmt::format("tensor cores ({}, {}, {}) vs ch05", type, fa::to_string(device), fa::tile_name(tile)),
-        fmt::format("{}, L {:.2g}", fa::error_field("O", err_O), L_worst.error),
-        fmt::format("{}, {}", fa::relative_bound_text(budget.bound, "{:.1e}"), fa::bound_text(L_worst.bound, "{:.1e}")),
-        fa::within(err_O, budget.bound) && L_worst.pass && !overflowed});
+    return program.finish(check);
   } catch (...) {
     return program.exit_on_error();
   }

@@ -26,8 +26,8 @@
 #include "chapters/07_backward/lab/gradient_check.h"
 #include "chapters/07_backward/lab/reference.h"
 #include "chapters/07_backward/lab/traffic_model.h"
-#include "common/program.h"
 #include "common/npy.h"
+#include "common/program.h"
 #include "common/random.h"
 #include "common/simt/runtime/progress.h"
 

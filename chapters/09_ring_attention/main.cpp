@@ -62,9 +62,9 @@
 #include "chapters/09_ring_attention/lab/vs_chapter_07.h"
 #include "chapters/09_ring_attention/ring.h"
 #include "chapters/09_ring_attention/shards.h"
-#include "common/program.h"
 #include "common/front_door.h"
 #include "common/npy.h"
+#include "common/program.h"
 #include "common/random.h"
 #include "common/simt/runtime/progress.h"
 

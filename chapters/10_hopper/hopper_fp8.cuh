@@ -63,7 +63,7 @@
 // byte permutes after the cast); the PTX ISA, "wgmma.mma_async" (FP8 types, K-major only),
 // "Register Fragments" (.m64nNk32), "Shared Memory Matrix Layout", "cvt" (.satfinite),
 // "membar/fence" (fence.proxy.async).
-// Run it: build/default/bin/ch10_hopper --dtype e4m3 [--quant tensor|block] [--hadamard]
+// Run it: build/default/bin/ch10_hopper_fp8 [--quant tensor|block] [--hadamard]
 #pragma once
 
 #include <array>
@@ -76,8 +76,8 @@
 #include <utility>
 #include <vector>
 
-#include "chapters/10_hopper/hopper.h"
 #include "chapters/10_hopper/hopper_common.cuh"
+#include "chapters/10_hopper/hopper_fp8.h"
 #include "chapters/10_hopper/lab/fp8_error.h"
 #include "common/simt/instructions/fp8.h"
 #include "common/simt/simt.h"

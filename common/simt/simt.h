@@ -42,8 +42,8 @@
 #include "common/simt/runtime/schedule.h"
 #endif
 #include "common/simt/instructions/fast_math.h"
-#include "common/simt/instructions/tensor_core.h"
 #include "common/simt/instructions/hopper.h"
+#include "common/simt/instructions/tensor_core.h"
 #include "common/simt/runtime/to_device.h"  // after the backend's DeviceBuffer
 #include "common/simt/runtime/word_access.h"
 

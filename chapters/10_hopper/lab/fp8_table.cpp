@@ -27,7 +27,7 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
-#include "chapters/10_hopper/hopper.h"
+#include "chapters/10_hopper/hopper_fp8.h"
 #include "chapters/10_hopper/lab/fp8_error.h"
 #include "common/program.h"
 
@@ -151,7 +151,7 @@ int main(int argc, char** argv) {
                          "also the error of e4m3 in Q and K only, V only, P only (per tensor; per block + Hadamard)");
   bool kernel = false;
   program.app().add_flag("--kernel", kernel,
-                         "also the FP8 kernel's error (ch10_hopper --dtype e4m3) on the same heads, head_dim 64, 128");
+                         "also the FP8 kernel's error (ch10_hopper_fp8) on the same heads, head_dim 64, 128");
   try {
     program.parse(argc, argv);
     check_head_dims(head_dims);

@@ -39,7 +39,7 @@
 
 #include "chapters/06_tensor_cores/lab/gpu_bench_inputs.h"
 #include "chapters/06_tensor_cores/tensor_cores.h"
-#include "chapters/10_hopper/hopper.h"
+#include "chapters/10_hopper/hopper_fp8.h"
 #include "common/gpu_bench.h"
 #include "common/simt/runtime/cuda_check.h"  // after <cuda_runtime.h>
 

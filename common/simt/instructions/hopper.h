@@ -175,8 +175,8 @@
 
 #include <cstdint>
 
-#include "common/simt/runtime/backend.h"
 #include "common/simt/instructions/half_precision.h"
+#include "common/simt/runtime/backend.h"
 
 #if defined(__CUDACC__)
 #define SIMT_HOST_DEVICE __host__ __device__

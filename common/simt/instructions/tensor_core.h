@@ -51,8 +51,8 @@
 // Hopper's (sm_90a) instructions are in hopper.h; simt.h includes both.
 #pragma once
 
-#include "common/simt/runtime/backend.h"
 #include "common/simt/instructions/half_precision.h"
+#include "common/simt/runtime/backend.h"
 
 #if defined(__CUDACC__)
 #include "common/simt/instructions/detail/tensor_core_gpu.h"

@@ -35,8 +35,8 @@
 #include <string>
 #include <type_traits>
 
-#include "common/simt/runtime/backend.h"
 #include "common/simt/instructions/half_precision.h"
+#include "common/simt/runtime/backend.h"
 
 #if defined(__CUDACC__)
 #include <cuda.h>  // CUtensorMap and the enums only: the function comes from the driver at run time

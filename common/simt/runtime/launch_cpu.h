@@ -19,10 +19,10 @@
 #include <type_traits>
 #include <utility>
 
-#include "common/simt/runtime/device_code.h"
 #include "common/simt/runtime/detail/grid.h"
-#include "common/simt/runtime/launch_mode.h"
+#include "common/simt/runtime/device_code.h"
 #include "common/simt/runtime/launch_checks.h"
+#include "common/simt/runtime/launch_mode.h"
 #include "common/simt/runtime/schedule.h"
 
 namespace simt {

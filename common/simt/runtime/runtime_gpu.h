@@ -51,8 +51,8 @@
 
 #include "common/simt/runtime/backend.h"
 #include "common/simt/runtime/cuda_check.h"
-#include "common/simt/runtime/launch_mode.h"
 #include "common/simt/runtime/launch_checks.h"
+#include "common/simt/runtime/launch_mode.h"
 
 #ifndef SIMT_POISON
 #if defined(NDEBUG)

@@ -58,8 +58,8 @@
 #include "common/simt/tools/detail/memory_map.h"
 #include "common/simt/tools/detail/observer.h"
 #include "common/simt/tools/detail/racecheck_async.h"
-#include "common/simt/tools/detail/racecheck_recorder.h"
 #include "common/simt/tools/detail/racecheck_findings.h"
+#include "common/simt/tools/detail/racecheck_recorder.h"
 #include "common/simt/tools/detail/sites.h"
 
 namespace simt::racecheck {

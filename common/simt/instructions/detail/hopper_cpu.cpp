@@ -36,14 +36,14 @@
 #include <string>
 #include <vector>
 
-#include "common/simt/runtime/device_code.h"
 #include "common/simt/instructions/fp8.h"
 #include "common/simt/instructions/half_precision.h"
 #include "common/simt/instructions/hopper.h"
-#include "common/simt/tools/detail/observer.h"
-#include "common/simt/tools/trace.h"
 #include "common/simt/runtime/detail/tsan_annotations.h"
 #include "common/simt/runtime/detail/warp_collective.h"
+#include "common/simt/runtime/device_code.h"
+#include "common/simt/tools/detail/observer.h"
+#include "common/simt/tools/trace.h"
 
 namespace simt {
 inline namespace cpu {

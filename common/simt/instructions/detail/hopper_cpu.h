@@ -17,8 +17,8 @@
 #include <cstdint>
 #include <source_location>
 
-#include "common/simt/runtime/backend.h"
 #include "common/simt/instructions/tensor_map.h"
+#include "common/simt/runtime/backend.h"
 
 // A __grid_constant__ kernel parameter (a tensor map) is an ordinary one on the CPU.
 #ifndef __grid_constant__

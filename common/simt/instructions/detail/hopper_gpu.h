@@ -20,9 +20,9 @@
 
 #include <cstdint>
 
-#include "common/simt/instructions/half_precision.h"
 #include "common/simt/instructions/detail/hopper_gpu_wgmma.h"
 #include "common/simt/instructions/detail/tensor_core_gpu.h"
+#include "common/simt/instructions/half_precision.h"
 #include "common/simt/instructions/tensor_map.h"
 
 #if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)

@@ -21,11 +21,11 @@
 #include <vector>
 
 #include "common/platform.h"
-#include "common/simt/runtime/device_code.h"
-#include "common/simt/instructions/half_precision.h"
-#include "common/simt/tools/detail/observer.h"
 #include "common/simt/instructions/detail/tensor_core_cpu.h"
+#include "common/simt/instructions/half_precision.h"
 #include "common/simt/runtime/detail/warp_collective.h"
+#include "common/simt/runtime/device_code.h"
+#include "common/simt/tools/detail/observer.h"
 
 namespace simt {
 inline namespace cpu {

@@ -35,10 +35,10 @@
 #include <vector>
 
 #include "common/simt/runtime/detail/fiber.h"
-#include "common/simt/runtime/launch_checks.h"
-#include "common/simt/tools/detail/observer.h"  // simt's memory profile and race checker: one call at each sync point
 #include "common/simt/runtime/detail/tsan_annotations.h"
 #include "common/simt/runtime/detail/warp_collective.h"
+#include "common/simt/runtime/launch_checks.h"
+#include "common/simt/tools/detail/observer.h"  // simt's memory profile and race checker: one call at each sync point
 
 namespace simt {
 inline namespace cpu {

@@ -19,8 +19,8 @@
 // other 31; a warp whose 32 lanes cannot all reach it is reported at line 4 too.
 #pragma once
 
-#include "common/simt/runtime/device_code.h"
 #include "common/simt/runtime/detail/grid.h"
+#include "common/simt/runtime/device_code.h"
 
 namespace simt {
 inline namespace cpu {

@@ -18,8 +18,8 @@
 #include <unistd.h>  // isatty
 
 #include "common/simt/runtime/detail/block.h"
-#include "common/simt/tools/detail/observer.h"
 #include "common/simt/runtime/progress.h"
+#include "common/simt/tools/detail/observer.h"
 
 namespace simt {
 namespace {

@@ -13,16 +13,16 @@
 #include <stdexcept>
 
 #include "common/simt/runtime/detail/block.h"
+#include "common/simt/runtime/detail/tsan_annotations.h"
 #include "common/simt/runtime/device_code.h"
+#include "common/simt/runtime/schedule.h"
 #include "common/simt/tools/detail/memory_map.h"
 #include "common/simt/tools/detail/profile_recorder.h"
-#include "common/simt/tools/profiled_copy.h"
 #include "common/simt/tools/detail/racecheck_async.h"
 #include "common/simt/tools/detail/racecheck_recorder.h"
-#include "common/simt/runtime/schedule.h"
 #include "common/simt/tools/detail/sites.h"
+#include "common/simt/tools/profiled_copy.h"
 #include "common/simt/tools/trace.h"
-#include "common/simt/runtime/detail/tsan_annotations.h"
 
 namespace simt {
 
