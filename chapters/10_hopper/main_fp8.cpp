@@ -18,8 +18,8 @@
 #include "chapters/06_tensor_cores/tensor_cores.h"
 #include "chapters/10_hopper/hopper_fp8.h"
 #include "chapters/10_hopper/lab/fp8_vs_model.h"
-#include "common/program.h"
 #include "common/profile_cli.h"
+#include "common/program.h"
 #include "common/simt/runtime/progress.h"
 
 namespace {
@@ -68,9 +68,9 @@ or per-head scales, an optional Hadamard rotation), checked against the lab's mo
     const std::string recipe =
         fmt::format("e4m3 per {}{}, P scaled by {}", options.quant == ch10::Quant::block ? "block" : "tensor",
                     options.hadamard ? " + Hadamard" : "", options.p_scale);
-    program.start(
-        fa::Banner{fmt::format("FlashAttention-3 in FP8 on Hopper: {}, Br = 128, Bc = 64, 2 TMA stages", recipe),
-                   R"(Q, K and V quantised to e4m3 on the device (a scale per 64-row tile, or per head; Q and K rotated by
+    program.start(fa::Banner{
+        fmt::format("FlashAttention-3 in FP8 on Hopper: {}, Br = 128, Bc = 64, 2 TMA stages", recipe),
+        R"(Q, K and V quantised to e4m3 on the device (a scale per 64-row tile, or per head; Q and K rotated by
 a random-sign Hadamard transform first with --hadamard); S = Q K^T and O += P V by FP8 wgmma, V
 transposed in shared memory by the producer warpgroup (FP8 wgmma reads K-major operands only),
 P quantised with a static scale, its keys relabelled instead of moved between lanes. O is
@@ -83,17 +83,16 @@ chapter 06's bf16 kernel's.)"});
         "the FP8 kernel and chapter 06's",
         device == fa::Device::cpu && fa::announce_long_run(3 * fa::forward_flops(shape), kFlopsPerSecond));
     ch10::Fp8Result r = ch10::fp8_attention(Q, K, V, options, device);
-    const ch06::Result bf16 = ch06::tensor_core_attention(ch06::round_to(Q, ch06::ElementType::bf16, "Q"),
-                                                          ch06::round_to(K, ch06::ElementType::bf16, "K"),
-                                                          ch06::round_to(V, ch06::ElementType::bf16, "V"), options_06,
-                                                          device);
+    const ch06::Result bf16 = ch06::tensor_core_attention(
+        ch06::round_to(Q, ch06::ElementType::bf16, "Q"), ch06::round_to(K, ch06::ElementType::bf16, "K"),
+        ch06::round_to(V, ch06::ElementType::bf16, "V"), options_06, device);
     progress.stop();
     fmt::print("time: {:.3f} ms for the quantisation and the FP8 kernel ({}; wall clock of one run, not a benchmark)\n",
                r.run.elapsed_ms, fa::to_string(device));
 
-    const fa::Check check = ch10::against_fp8_model(
-        fmt::format("Hopper FP8 ({}, {}) vs its model", recipe, fa::to_string(device)), r, bf16, Q, K, V, options,
-        problem);
+    const fa::Check check =
+        ch10::against_fp8_model(fmt::format("Hopper FP8 ({}, {}) vs its model", recipe, fa::to_string(device)), r, bf16,
+                                Q, K, V, options, problem);
     out.write(std::move(r.run.O));
     return program.finish(check);
   } catch (...) {

@@ -31,9 +31,12 @@ inline fa::Check against_fp8_model(const std::string& what, const Fp8Result& r, 
                                    const fa::Tensor4<float>& Q, const fa::Tensor4<float>& K,
                                    const fa::Tensor4<float>& V, const Fp8Options& options, const Fp8Problem& problem) {
   const DeviceProblem& p = problem.problem;
-  const fp8::Problem head{static_cast<std::size_t>(p.seq_len_q), static_cast<std::size_t>(p.seq_len_k),
-                          Q.shape.head_dim,                      p.causal,
-                          p.scale,                               options.p_scale};
+  const fp8::Problem head{static_cast<std::size_t>(p.seq_len_q),
+                          static_cast<std::size_t>(p.seq_len_k),
+                          Q.shape.head_dim,
+                          p.causal,
+                          p.scale,
+                          options.p_scale};
   const auto bh = static_cast<std::size_t>(p.batch_heads);
   const fp8::Quant quant = options.quant == Quant::block ? fp8::Quant::block : fp8::Quant::tensor;
   const fp8::KernelModel model =
@@ -53,10 +56,9 @@ inline fa::Check against_fp8_model(const std::string& what, const Fp8Result& r, 
   fmt::print("RMSE of O against float64: FP8 kernel {:.3e}, the model {:.3e}, chapter 06's bf16 kernel {:.3e}\n",
              rmse(r.run.O.values), rmse(model.O), rmse(bf16.O.values));
   const bool overflowed = fa::report_nonfinite("O", r.run.O, Q, K, p.scale, {Q.values, K.values, V.values});
-  return fa::Check{
-      "10", what, fmt::format("{}, L {:.2g}", fa::error_field("O", err_O), L_error),
-      fmt::format("{}, {:.0e}", fa::relative_bound_text(kFp8ModelBound, "{:.1e}"), kFp8ModelLBound),
-      fa::within(err_O, kFp8ModelBound) && fa::within(L_error, kFp8ModelLBound) && !overflowed};
+  return fa::Check{"10", what, fmt::format("{}, L {:.2g}", fa::error_field("O", err_O), L_error),
+                   fmt::format("{}, {:.0e}", fa::relative_bound_text(kFp8ModelBound, "{:.1e}"), kFp8ModelLBound),
+                   fa::within(err_O, kFp8ModelBound) && fa::within(L_error, kFp8ModelLBound) && !overflowed};
 }
 
 }  // namespace ch10
